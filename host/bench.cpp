@@ -1,0 +1,151 @@
+#include "bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+#include <sys/stat.h>
+
+#include "generator.h"
+
+namespace gdpa {
+
+std::vector<BenchSet> seed_bench_sets() {
+  std::vector<BenchSet> v;
+  char buf[64];
+  for (double s : {1.0, 0.5})
+    for (int L : {256, 512, 1024, 2048}) {
+      std::snprintf(buf, sizeof buf, "self-s%.1f-L%d", s, L);
+      v.push_back({buf, "self", L, s, 0});
+    }
+  for (int L : {256, 512, 1024, 2048}) {
+    std::snprintf(buf, sizeof buf, "cross-Lk256-L%d", L);
+    v.push_back({buf, "cross", L, 1.0, 256});
+  }
+  return v;
+}
+
+ProblemDesc default_bench_base() {
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 4;
+  p.head_dim = 128;
+  p.dtype = kBF16;
+  p.activation = kFastGelu;
+  return p;
+}
+
+ProblemDesc bench_problem(const BenchSet& s, uint64_t seed, const ProblemDesc& base) {
+  BatchShape shape;
+  shape.batch = 1152;
+  shape.max_len_q = s.max_len;
+  shape.sparsity = s.sparsity;
+  shape.fixed_len_k = s.len_k;
+  return make_problem(shape, seed, base);
+}
+
+Timing time_enqueue(const std::function<void(CUstream)>& enqueue, CUstream s, int warmup, int reps,
+                    double budget_ms) {
+  for (int i = 0; i < warmup; ++i) enqueue(s);
+  Event a, b;
+  if (reps <= 0) {  // one timed call decides how many fit the budget
+    a.record(s);
+    enqueue(s);
+    b.record(s);
+    b.synchronize();
+    const double one = std::max(1e-3, double(b.ms_since(a)));
+    reps = int(std::clamp(budget_ms / one, 3.0, 30.0));
+  }
+  std::vector<double> ms;
+  ms.reserve(size_t(reps));
+  for (int i = 0; i < reps; ++i) {
+    a.record(s);
+    enqueue(s);
+    b.record(s);
+    b.synchronize();
+    ms.push_back(b.ms_since(a));
+  }
+  std::sort(ms.begin(), ms.end());
+  Timing t;
+  t.reps = reps;
+  t.min_ms = ms.front();
+  t.max_ms = ms.back();
+  t.median_ms = reps % 2 ? ms[size_t(reps / 2)] : 0.5 * (ms[size_t(reps / 2 - 1)] + ms[size_t(reps / 2)]);
+  return t;
+}
+
+SetLimit set_limit(const ProblemDesc& p, bool backward, const Ceilings& c) {
+  SetLimit l;
+  const double fwd = forward_flops(p);
+  l.flops = backward ? 2.5 * fwd : fwd;
+  const double nq = double(p.total_q()) * p.q_row() * 2.0;  // bytes of one [total_q, Hq, D] tensor
+  const double nk = double(p.total_k()) * p.k_row() * 2.0;
+  // Forward: read Q, K, V, write O. Backward: read Q, K, V, dO, write dQ, dK, dV.
+  l.bytes = backward ? 3 * nq + 4 * nk : 2 * nq + 2 * nk;
+  const double t_flops = c.gemm_tflops > 0 ? l.flops / (c.gemm_tflops * 1e12) : 0;
+  const double t_bytes = c.copy_gbs > 0 ? l.bytes / (c.copy_gbs * 1e9) : 0;
+  const double floor = std::max(t_flops, t_bytes);
+  l.limit_tflops = floor > 0 ? l.flops / floor / 1e12 : 0;
+  return l;
+}
+
+Json bench_row_json(const BenchRow& r, const Ceilings& c) {
+  Json j = Json::object();
+  j.set("set", Json::string(r.set))
+      .set("kernel", Json::string(r.kernel))
+      .set("direction", Json::string(r.direction))
+      .set("median_ms", Json::number(r.t.median_ms))
+      .set("min_ms", Json::number(r.t.min_ms))
+      .set("max_ms", Json::number(r.t.max_ms))
+      .set("reps", Json::number(r.t.reps))
+      .set("tflops", Json::number(r.tflops))
+      .set("flops", Json::number(r.limit.flops))
+      .set("bytes", Json::number(r.limit.bytes))
+      .set("limit_tflops", Json::number(r.limit.limit_tflops))
+      .set("fraction_of_limit", Json::number(r.limit.limit_tflops > 0 ? r.tflops / r.limit.limit_tflops : 0))
+      .set("fraction_of_gemm", Json::number(c.gemm_tflops > 0 ? r.tflops / c.gemm_tflops : 0));
+  return j;
+}
+
+Json device_json(const DeviceInfo& d) {
+  Json j = Json::object();
+  j.set("name", Json::string(d.name))
+      .set("arch", Json::number(d.arch()))
+      .set("sm_count", Json::number(d.sm_count))
+      .set("max_sm_clock_mhz", Json::number(d.sm_clock_khz / 1000.0))
+      .set("max_mem_clock_mhz", Json::number(d.mem_clock_khz / 1000.0))
+      .set("driver_version", Json::number(d.driver_version));
+  return j;
+}
+
+void print_bench_table(const std::vector<BenchRow>& rows, const Ceilings& c) {
+  std::printf("\n%-18s %-24s %-4s %10s %9s %8s %8s %7s %7s\n", "set", "kernel", "dir", "median ms", "spread",
+              "TFLOP/s", "limit", "%limit", "%GEMM");
+  for (const BenchRow& r : rows) {
+    const double spread = r.t.median_ms > 0 ? (r.t.max_ms - r.t.min_ms) / r.t.median_ms * 100.0 : 0;
+    std::printf("%-18s %-24s %-4s %10.3f %8.1f%% %8.1f %8.1f %6.1f%% %6.1f%%\n", r.set.c_str(), r.kernel.c_str(),
+                r.direction.c_str(), r.t.median_ms, spread, r.tflops, r.limit.limit_tflops,
+                r.limit.limit_tflops > 0 ? 100.0 * r.tflops / r.limit.limit_tflops : 0.0,
+                c.gemm_tflops > 0 ? 100.0 * r.tflops / c.gemm_tflops : 0.0);
+  }
+  std::printf("ceilings: cuBLAS bf16 GEMM 8192^3 = %.1f TFLOP/s, device copy = %.0f GB/s (same run)\n", c.gemm_tflops,
+              c.copy_gbs);
+}
+
+std::string write_results(const std::string& dir, const std::string& stem, const DeviceInfo& d, const Json& root) {
+  ::mkdir(dir.c_str(), 0755);
+  std::string gpu = d.name;
+  for (char& ch : gpu)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  const std::string path = dir + "/" + stem + "-" + gpu + "-" + date + ".json";
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write " + path);
+  f << root.dump();
+  return path;
+}
+
+}  // namespace gdpa

@@ -1,0 +1,65 @@
+// bench.h — the seed's benchmark sets (spec 5), timing, each set's physical limit, and the
+// results table and JSON written by `gdpa bench` and the experiment scripts.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "driver.h"
+#include "json.h"
+#include "problem.h"
+
+namespace gdpa {
+
+struct BenchSet {
+  std::string name;    // "self-s1.0-L1024", "self-s0.5-L256", "cross-Lk256-L512"
+  std::string family;  // "self" or "cross"
+  int max_len = 0;     // L (query side)
+  double sparsity = 1.0;
+  int len_k = 0;       // cross: fixed Lk; self: 0 (Lk = Lq)
+};
+
+// The 12 sets: self s = 1.0 and 0.5 at L 256..2048, cross short-KV (Lk = 256) at Lq max 256..2048.
+std::vector<BenchSet> seed_bench_sets();
+// B = 1152, Hq = Hkv = 4, D = 128, bf16, fast_gelu, scales 1, jagged lengths from `seed`.
+ProblemDesc bench_problem(const BenchSet& s, uint64_t seed, const ProblemDesc& base);
+ProblemDesc default_bench_base();
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int reps = 0;
+};
+// Times `enqueue` with device events around each repetition, after `warmup` untimed calls.
+// reps <= 0 picks the count from a time budget (at least 3, at most 30 repetitions).
+Timing time_enqueue(const std::function<void(CUstream)>& enqueue, CUstream s, int warmup, int reps,
+                    double budget_ms = 400.0);
+
+struct Ceilings {
+  double gemm_tflops = 0;  // cuBLAS bf16 GEMM 8192^3, measured in the same run
+  double copy_gbs = 0;     // device-to-device copy, bytes read + written per second / 1e9
+};
+
+// The fastest a set can run: its FLOPs at the GEMM ceiling or the bytes it must move at least
+// once at the copy bandwidth, whichever takes longer (perf/TARGETS.md). limit_tflops = flops / floor.
+struct SetLimit {
+  double flops = 0, bytes = 0, limit_tflops = 0;
+};
+SetLimit set_limit(const ProblemDesc& p, bool backward, const Ceilings& c);
+
+struct BenchRow {
+  std::string set, kernel, direction;
+  Timing t;
+  double tflops = 0;
+  SetLimit limit;
+};
+
+Json bench_row_json(const BenchRow& r, const Ceilings& c);
+Json device_json(const DeviceInfo& d);
+// Prints the rows as an aligned table with each kernel's fraction of the set's limit and of the
+// GEMM ceiling.
+void print_bench_table(const std::vector<BenchRow>& rows, const Ceilings& c);
+// Writes `root` to <dir>/<stem>-<gpu>-<date>.json (creating dir) and returns the path.
+std::string write_results(const std::string& dir, const std::string& stem, const DeviceInfo& d, const Json& root);
+
+}  // namespace gdpa

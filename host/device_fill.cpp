@@ -1,0 +1,40 @@
+#include "device_fill.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "compile.h"
+
+namespace gdpa {
+
+void device_fill_normal(CUdeviceptr dst, size_t elements, double stddev, DType dtype, uint64_t seed, CUstream s,
+                        int arch) {
+  if (elements == 0) return;
+  // One module per dtype, loaded on first use and kept for the process (the context outlives it).
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<Module>> modules;
+  Module* m = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& slot = modules[int(dtype)];
+    if (!slot) {
+      KernelSource src{"kernels/common/fill.cu", "gdpa::fill_normal<" + std::to_string(int(dtype)) + ">", {}};
+      const CompiledKernel ck = compile_kernel(src, arch);
+      slot = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
+    }
+    m = slot.get();
+  }
+  unsigned short* ptr = reinterpret_cast<unsigned short*>(dst);
+  unsigned long long n = elements;
+  float sd = float(stddev);
+  unsigned long long sd_seed = seed;
+  void* args[] = {&ptr, &n, &sd, &sd_seed};
+  LaunchShape shape;
+  shape.grid[0] = 132 * 8;
+  shape.block[0] = 256;
+  launch(m->function(), shape, s, args);
+}
+
+}  // namespace gdpa

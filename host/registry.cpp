@@ -1,0 +1,57 @@
+#include "registry.h"
+
+#include <stdexcept>
+
+#include "../kernels/sm90/fwd_config.h"
+#include "baseline.h"
+#include "sm90.h"
+#include "unfused_cublas.h"
+
+namespace gdpa {
+
+namespace {
+
+struct Ablation {
+  const char* name;
+  int fwd_flags;
+  SchedulePolicy policy;
+};
+
+// Each row switches exactly one optimization off (issue: ablations isolate each one).
+const Ablation kAblations[] = {
+    {"sm90-no-pingpong", sm90::kFwdDefaultFlags & ~sm90::kFwdPingpong, SchedulePolicy::kZigzag},
+    {"sm90-no-outer-pipeline", sm90::kFwdDefaultFlags & ~sm90::kFwdOuterPipeline, SchedulePolicy::kZigzag},
+    {"sm90-no-intra-overlap", sm90::kFwdDefaultFlags & ~sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
+    {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
+    {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
+  if (name == "baseline") return make_baseline_kernel();
+  if (name == "unfused-cublas") return make_unfused_cublas_kernel();
+  if (name == "sm90") return make_sm90_kernel();
+  for (const Ablation& a : kAblations) {
+    if (name == a.name) {
+      Sm90Options o;
+      o.fwd_flags = a.fwd_flags;
+      o.policy = a.policy;
+      o.label = std::string(a.name).substr(5);
+      return make_sm90_kernel(o);
+    }
+  }
+  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>)");
+}
+
+std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
+
+std::vector<std::string> ablation_kernel_names() {
+  std::vector<std::string> v;
+  for (const Ablation& a : kAblations) v.push_back(a.name);
+  return v;
+}
+
+std::string best_kernel_name(int arch) { return arch == 90 ? "sm90" : "baseline"; }
+
+}  // namespace gdpa

@@ -1,0 +1,150 @@
+// scheduler.cpp — see scheduler.h for the tile-list contract.
+#include "scheduler.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "../kernels/common/masks.cuh"
+
+namespace gdpa {
+
+namespace {
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+void check_args(int block_m, int block_n, int num_sms) {
+  if (block_m <= 0 || block_n <= 0)
+    throw ProblemError("tile sizes must be positive (block_m " + std::to_string(block_m) + ", block_n " +
+                       std::to_string(block_n) + ")");
+  if (num_sms <= 0) throw ProblemError("num_sms must be positive (got " + std::to_string(num_sms) + ")");
+}
+
+// Number of `block`-aligned tiles of [0, len) that intersect [lo, hi) after clamping to [0, len).
+int tiles_touched(int lo, int hi, int len, int block) {
+  lo = std::max(lo, 0);
+  hi = std::min(hi, len);
+  return hi > lo ? ceil_div(hi, block) - lo / block : 0;
+}
+
+void sort_longest_first(std::vector<WorkTile>& tiles) {
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [](const WorkTile& a, const WorkTile& b) { return tile_cost(a) > tile_cost(b); });
+}
+
+// Deals a longest-first list to `workers` in snake order; see scheduler.h.
+std::vector<WorkTile> deal_zigzag(const std::vector<WorkTile>& sorted, int workers) {
+  const size_t n = sorted.size(), w = size_t(workers);
+  std::vector<WorkTile> out(n);
+  std::vector<long long> load(w, 0);
+  const size_t full_rounds = n / w;
+  for (size_t r = 0; r < full_rounds; ++r) {
+    const size_t base = r * w;
+    for (size_t i = 0; i < w; ++i) {
+      const size_t worker = (r % 2 == 0) ? i : w - 1 - i;
+      out[base + worker] = sorted[base + i];
+      load[worker] += tile_cost(sorted[base + i]);
+    }
+  }
+  // Partial last round: only workers 0..k-1 exist for it; largest tile to the least loaded.
+  const size_t base = full_rounds * w, k = n - base;
+  std::vector<size_t> order(k);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return load[a] < load[b]; });
+  for (size_t i = 0; i < k; ++i) out[base + order[i]] = sorted[base + i];
+  return out;
+}
+
+std::vector<WorkTile> apply_policy(std::vector<WorkTile> tiles, SchedulePolicy policy, int num_sms) {
+  switch (policy) {
+    case SchedulePolicy::kGridOrder:
+      return tiles;
+    case SchedulePolicy::kLongestFirst:
+      sort_longest_first(tiles);
+      return tiles;
+    case SchedulePolicy::kZigzag:
+      sort_longest_first(tiles);
+      return deal_zigzag(tiles, num_sms);
+  }
+  throw ProblemError("unknown schedule policy " + std::to_string(int(policy)));
+}
+
+}  // namespace
+
+const char* schedule_policy_name(SchedulePolicy p) {
+  switch (p) {
+    case SchedulePolicy::kGridOrder: return "grid";
+    case SchedulePolicy::kLongestFirst: return "longest-first";
+    case SchedulePolicy::kZigzag: return "zigzag";
+  }
+  return "?";
+}
+
+SchedulePolicy parse_schedule_policy(const std::string& name) {
+  for (SchedulePolicy p : {SchedulePolicy::kGridOrder, SchedulePolicy::kLongestFirst, SchedulePolicy::kZigzag})
+    if (name == schedule_policy_name(p)) return p;
+  throw ProblemError("unknown schedule policy '" + name + "' (grid, longest-first, zigzag)");
+}
+
+std::vector<WorkTile> build_forward_tiles(const ProblemDesc& p, int block_m, int block_n,
+                                          SchedulePolicy policy, int num_sms) {
+  check_args(block_m, block_n, num_sms);
+  size_t count = 0;
+  for (int b = 0; b < p.batch(); ++b) count += size_t(ceil_div(p.len_q(b), block_m)) * size_t(p.heads_q);
+  std::vector<WorkTile> tiles;
+  tiles.reserve(count);
+  std::vector<int> work_of_block;
+  for (int b = 0; b < p.batch(); ++b) {
+    const int lq = p.len_q(b), lk = p.len_k(b);
+    const int blocks = ceil_div(lq, block_m);  // 0 for Lq = 0: nothing to write, no tile
+    work_of_block.resize(size_t(blocks));
+    for (int m = 0; m < blocks; ++m) {
+      int lo = 0, hi = 0;
+      mask_key_range(p.mask, m * block_m, std::min(lq, (m + 1) * block_m), lq, lk, p.window_left,
+                     p.window_right, &lo, &hi);
+      work_of_block[size_t(m)] = tiles_touched(lo, hi, lk, block_n);
+    }
+    for (int h = 0; h < p.heads_q; ++h)
+      for (int m = 0; m < blocks; ++m) tiles.push_back(WorkTile{b, h, m, work_of_block[size_t(m)]});
+  }
+  return apply_policy(std::move(tiles), policy, num_sms);
+}
+
+std::vector<WorkTile> build_backward_tiles(const ProblemDesc& p, int block_m, int block_n,
+                                           SchedulePolicy policy, int num_sms) {
+  check_args(block_m, block_n, num_sms);
+  if (!p.kv_index.empty()) throw ProblemError("kv_index is forward-only: no backward tiles for shared KV");
+  const int group = p.group();
+  size_t count = 0;
+  for (int b = 0; b < p.batch(); ++b) count += size_t(ceil_div(p.len_k(b), block_n)) * size_t(p.heads_kv);
+  std::vector<WorkTile> tiles;
+  tiles.reserve(count);
+  std::vector<int> work_of_block;
+  for (int b = 0; b < p.batch(); ++b) {
+    const int lq = p.len_q(b), lk = p.len_k(b);
+    const int blocks = ceil_div(lk, block_n);
+    work_of_block.resize(size_t(blocks));
+    for (int n = 0; n < blocks; ++n) {
+      int lo = 0, hi = 0;
+      mask_query_range(p.mask, n * block_n, std::min(lk, (n + 1) * block_n), lq, lk, p.window_left,
+                       p.window_right, &lo, &hi);
+      work_of_block[size_t(n)] = tiles_touched(lo, hi, lq, block_m) * group;
+    }
+    for (int h = 0; h < p.heads_kv; ++h)
+      for (int n = 0; n < blocks; ++n) tiles.push_back(WorkTile{b, h, n, work_of_block[size_t(n)]});
+  }
+  return apply_policy(std::move(tiles), policy, num_sms);
+}
+
+LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
+  if (num_sms <= 0) throw ProblemError("num_sms must be positive (got " + std::to_string(num_sms) + ")");
+  std::vector<double> load(size_t(num_sms), 0.0);
+  for (size_t i = 0; i < tiles.size(); ++i) load[i % size_t(num_sms)] += tile_cost(tiles[i]);
+  LoadStats s;
+  s.max_work = *std::max_element(load.begin(), load.end());
+  s.mean_work = std::accumulate(load.begin(), load.end(), 0.0) / num_sms;
+  s.max_over_mean = s.mean_work > 0 ? s.max_work / s.mean_work : 1.0;
+  return s;
+}
+
+}  // namespace gdpa

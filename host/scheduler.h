@@ -1,0 +1,72 @@
+// scheduler.h — the host-side tile scheduler of the persistent kernels.
+//
+// The host lists every (batch, head, block) tile that exists, with its cost, and orders the list
+// by a run-time policy; the kernel only walks the list. Keeping the policy on the host makes it
+// an ablation switch and keeps the device loop free of scheduling arithmetic.
+//
+// THE CONTRACT between a tile list and a persistent kernel (every policy relies on it):
+//   the kernel is launched with grid = persistent_grid(tiles.size(), num_sms) CTAs, and CTA c
+//   processes tiles[c], tiles[c + grid], tiles[c + 2 * grid], ... in that order.
+// `num_sms` below is that number of persistent workers: the SM count for one CTA per SM (pass
+// 2 * SMs for two resident CTAs per SM). A list built for one worker count is balanced for that
+// count only; any list is still correct (each tile runs exactly once) under any grid size.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "../kernels/common/params.h"
+#include "problem.h"
+
+namespace gdpa {
+
+enum class SchedulePolicy {
+  kGridOrder,     // (batch, head, block) nested, as a non-persistent grid would run them
+  kLongestFirst,  // stable sort by cost, descending (LPT without regard to the striding)
+  kZigzag,        // longest-first, dealt to the workers in snake order (see below)
+};
+
+// "grid", "longest-first", "zigzag"; parse_schedule_policy throws ProblemError on other names.
+const char* schedule_policy_name(SchedulePolicy p);
+SchedulePolicy parse_schedule_policy(const std::string& name);
+
+// What a tile costs a worker: its inner-loop steps, at least 1, since a tile with no visible
+// key (work 0) still runs its prologue and writes its zero output.
+inline int tile_cost(const WorkTile& t) { return t.work > 0 ? t.work : 1; }
+
+// Forward: one tile per (sequence b with Lq(b) > 0, query head, BlockM query rows). work = number
+// of BlockN-aligned KV tiles the query rows can see under the mask (mask_key_range); 0 when none
+// (the tile still exists: it writes zeros). Tiles with Lk(b) = 0 exist with work 0.
+//
+// Zigzag: the longest-first list is dealt round by round, num_sms tiles per round; in even rounds
+// worker w gets the w-th tile of the round, in odd rounds the (num_sms-1-w)-th (a snake), which
+// pairs big tiles with small ones. Position r * num_sms + w of the returned vector holds worker
+// w's tile of round r, so the striding contract above delivers exactly that assignment. The last
+// round, if partial (k < num_sms tiles), can only reach workers 0..k-1 under the contract; its
+// tiles go largest-first to the least loaded of those workers.
+std::vector<WorkTile> build_forward_tiles(const ProblemDesc& p, int block_m, int block_n,
+                                          SchedulePolicy policy, int num_sms);
+
+// Backward: one tile per (sequence b with Lk(b) > 0, KV head, BlockN key rows); tiles of sequences
+// with Lq(b) = 0 exist with work 0 (they write zero dK, dV). work = number of BlockM-aligned query
+// tiles that can see the keys (mask_query_range) times the group size (the G query heads of the
+// KV head). Throws ProblemError when p has a kv_index (forward-only).
+std::vector<WorkTile> build_backward_tiles(const ProblemDesc& p, int block_m, int block_n,
+                                           SchedulePolicy policy, int num_sms);
+
+// Grid of the persistent launch: one CTA per worker, fewer when there are fewer tiles.
+inline unsigned persistent_grid(size_t num_tiles, int num_sms) {
+  return unsigned(num_tiles < size_t(num_sms) ? num_tiles : size_t(num_sms));
+}
+
+// Per-worker sums of tile_cost under the striding contract (worker c gets tiles c, c + num_sms,
+// ...). max_over_mean = max / mean over all num_sms workers (1 = perfect balance; idle workers
+// count, so a list shorter than num_sms is unbalanced).
+struct LoadStats {
+  double max_over_mean = 1.0;
+  double max_work = 0.0;
+  double mean_work = 0.0;
+};
+LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms);
+
+}  // namespace gdpa

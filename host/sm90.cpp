@@ -1,0 +1,115 @@
+// sm90.cpp — launcher of the Hopper forward (and backward) kernels: compiles the variant for the
+// problem, builds the tile list with the chosen scheduling policy, encodes the TMA descriptors
+// and launches a persistent grid of one CTA per SM.
+#include "sm90.h"
+
+#include <string>
+
+#include "../kernels/sm90/fwd_config.h"
+#include "device_problem.h"
+#include "sm90_bwd.h"
+#include "tensor_map.h"
+
+namespace gdpa {
+
+namespace {
+
+int fwd_flags_of(const Sm90Options& o) { return o.fwd_flags < 0 ? sm90::kFwdDefaultFlags : o.fwd_flags; }
+
+KernelSource fwd_source(const ProblemDesc& p, int flags) {
+  KernelSource s;
+  s.file = "kernels/sm90/gdpa_fwd.cu";
+  s.name_expression = "gdpa::sm90::gdpa_fwd<" + std::to_string(int(p.dtype)) + "," + std::to_string(p.head_dim) +
+                      "," + std::to_string(int(p.activation)) + "," + std::to_string(int(p.mask)) + "," +
+                      std::to_string(flags) + ">";
+  return s;
+}
+
+class Sm90Kernel final : public AttentionKernel {
+ public:
+  explicit Sm90Kernel(const Sm90Options& o) : opt_(o) {}
+
+  std::string name() const override { return opt_.label.empty() ? "sm90" : "sm90-" + opt_.label; }
+
+  bool supports(const ProblemDesc& p, int arch, bool backward, std::string* why) const override {
+    if (arch != 90) {
+      if (why) *why = "the sm90 kernels need a Hopper GPU (sm_90), this one is sm_" + std::to_string(arch);
+      return false;
+    }
+    if (p.head_dim != 64 && p.head_dim != 128) {
+      if (why) *why = "head_dim " + std::to_string(p.head_dim) + " is not supported (64, 128)";
+      return false;
+    }
+    if (backward) return sm90_backward_supports(p, why);
+    return true;
+  }
+
+  void prepare(const ProblemDesc& p, const DeviceInfo& dev, bool backward) override {
+    desc_ = p;
+    sms_ = dev.sm_count;
+    const int flags = fwd_flags_of(opt_);
+    const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
+    fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
+    const std::vector<WorkTile> tiles =
+        build_forward_tiles(p, sm90::kFwdBlockM, sm90::fwd_block_n(p.head_dim), opt_.policy, sms_);
+    num_tiles_ = int(tiles.size());
+    tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
+    if (!tiles.empty()) tiles_.upload(tiles);
+    smem_ = size_t(sm90::fwd_smem_request(p.head_dim, sm90::fwd_block_n(p.head_dim), flags));
+    if (smem_ > size_t(dev.max_smem_optin))
+      throw CudaError("sm90 forward needs " + std::to_string(smem_) + " bytes of shared memory, the device allows " +
+                      std::to_string(dev.max_smem_optin));
+    if (backward) {
+      bwd_ = make_sm90_backward(opt_);
+      bwd_->prepare(p, dev);
+    }
+  }
+
+  void forward(const DeviceTensors& t, CUstream stream) override {
+    if (num_tiles_ == 0) return;  // every sequence has Lq = 0: nothing to write
+    const ProblemDesc& p = desc_;
+    const int bn = sm90::fwd_block_n(p.head_dim);
+    // Encoding a descriptor is host-only work (no device call) and costs about a microsecond.
+    CUtensorMap tm_q = make_tensor_map_3d(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, sm90::kFwdBlockM);
+    CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
+    CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
+    GdpaParams params = make_params(p, t);
+    params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
+    params.num_tiles = num_tiles_;
+    LaunchShape shape;
+    shape.grid[0] = persistent_grid(size_t(num_tiles_), sms_);
+    shape.block[0] = sm90::kFwdThreads;
+    shape.dynamic_smem = smem_;
+    void* args[] = {&tm_q, &tm_k, &tm_v, &params};
+    launch(fwd_module_->function(), shape, stream, args);
+  }
+
+  void backward(const DeviceTensors& t, CUstream stream) override {
+    if (!bwd_) throw CudaError("sm90 backward was not prepared (prepare(..., backward = true))");
+    bwd_->run(t, stream);
+  }
+
+ private:
+  Sm90Options opt_;
+  ProblemDesc desc_;
+  int sms_ = 0;
+  std::unique_ptr<Module> fwd_module_;
+  DeviceBuffer tiles_;
+  int num_tiles_ = 0;
+  size_t smem_ = 0;
+  std::unique_ptr<Sm90Backward> bwd_;
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt) { return std::make_unique<Sm90Kernel>(opt); }
+
+std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {
+  std::vector<KernelSource> v{fwd_source(p, fwd_flags_of(opt))};
+  if (backward) {
+    for (auto& s : sm90_backward_sources(p, opt)) v.push_back(s);
+  }
+  return v;
+}
+
+}  // namespace gdpa

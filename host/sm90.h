@@ -1,0 +1,25 @@
+// sm90.h — the hand-scheduled Hopper kernels (kernels/sm90/) behind the AttentionKernel interface.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "compile.h"
+#include "kernel_api.h"
+#include "scheduler.h"
+
+namespace gdpa {
+
+struct Sm90Options {
+  int fwd_flags = -1;  // kernels/sm90/fwd_config.h FwdFlags; -1 = kFwdDefaultFlags
+  int bwd_flags = -1;  // kernels/sm90/bwd_config.h BwdFlags; -1 = defaults
+  SchedulePolicy policy = SchedulePolicy::kZigzag;
+  bool deterministic = false;  // backward: bit-identical dQ run to run
+  std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
+};
+
+std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt = {});
+
+// The exact variants prepare() would compile, for ahead-of-time compilation (`make kernels`).
+std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward);
+
+}  // namespace gdpa

@@ -1,0 +1,26 @@
+// sm90_bwd.h — launcher of the Hopper backward kernels (kernels/sm90/gdpa_bwd.cu): dQ, dK, dV.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compile.h"
+#include "kernel_api.h"
+#include "sm90.h"
+
+namespace gdpa {
+
+class Sm90Backward {
+ public:
+  virtual ~Sm90Backward() = default;
+  // Untimed: compile, tile list, scratch (the fp32 dQ accumulator, semaphores).
+  virtual void prepare(const ProblemDesc& p, const DeviceInfo& dev) = 0;
+  // Enqueues the whole backward: zero dQ accumulator, main kernel, dQ conversion.
+  virtual void run(const DeviceTensors& t, CUstream stream) = 0;
+};
+
+bool sm90_backward_supports(const ProblemDesc& p, std::string* why);
+std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt);
+std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt);
+
+}  // namespace gdpa

@@ -1,0 +1,66 @@
+// tensor_map.h — TMA descriptors (CUtensorMap) for the packed jagged tensors.
+//
+// Q, K, V, O, dO (and dQ, dK, dV) are [total_rows, heads, head_dim] in a 2-byte io dtype. The map
+// views them as a 3-D tensor, innermost first {head_dim, heads, total_rows}, so one box
+// {box_cols, 1, box_rows} is box_rows consecutive tokens of one head: the jagged sequences need
+// no per-sequence map, a kernel just offsets the row coordinate by cu_seqlens[b]. Rows past a
+// sequence's end belong to the next sequence; kernels mask them, and rows past total_rows are
+// filled with zeros by the hardware.
+//
+// Building a map is split in two: computing the encode arguments (a plain struct, checked against
+// the rules cuTensorMapEncodeTiled documents, testable without a GPU) and encoding them (the
+// driver call).
+#pragma once
+#include <cuda.h>  // types only
+
+#include <cstdint>
+
+#include "problem.h"
+
+namespace gdpa {
+
+// The arguments of cuTensorMapEncodeTiled, spelled out.
+struct TensorMapArgs {
+  CUtensorMapDataType dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  int element_bytes = 2;
+  cuuint32_t rank = 0;
+  CUdeviceptr base = 0;
+  cuuint64_t dims[5] = {};             // elements, innermost first
+  cuuint64_t strides[4] = {};          // bytes, of dims 1 .. rank-1 (dim 0 is contiguous)
+  cuuint32_t box[5] = {};              // elements per TMA transfer, innermost first
+  cuuint32_t element_strides[5] = {};  // all 1: dense boxes
+  CUtensorMapInterleave interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  CUtensorMapL2promotion l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  CUtensorMapFloatOOBfill oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;  // NONE = zeros
+};
+
+// Bytes of the swizzle pattern's span (0 for no swizzle): the inner box may not exceed it.
+int swizzle_span_bytes(CUtensorMapSwizzle s);
+
+// [rows, heads, head_dim] io-dtype tensor at base, boxes of box_rows tokens x box_cols features
+// of one head. Throws ProblemError when a rule is violated (see check_tensor_map_args).
+TensorMapArgs tensor_map_args_3d(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
+                                 int box_rows, int box_cols = 64,
+                                 CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
+
+// Row-major [rows, cols] fp32 matrix (e.g. the dQ accumulator viewed as [total_q, heads * D]).
+TensorMapArgs tensor_map_args_2d_f32(CUdeviceptr base, int64_t rows, int64_t cols, int box_rows,
+                                     int box_cols, CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE);
+
+// The hardware rules (cuTensorMapEncodeTiled's documentation): rank 1..5, base 16-byte aligned,
+// dims in [1, 2^32], strides multiples of 16 below 2^40, box dims in [1, 256], inner box bytes a
+// multiple of 16 and within the swizzle span, element strides in [1, 8]. Throws ProblemError
+// naming the first violation.
+void check_tensor_map_args(const TensorMapArgs& a);
+
+// Checks, then encodes with the driver (throws CudaError / CudaUnavailable).
+CUtensorMap encode_tensor_map(const TensorMapArgs& a);
+
+CUtensorMap make_tensor_map_3d(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
+                               int box_rows, int box_cols = 64,
+                               CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
+CUtensorMap make_tensor_map_2d_f32(CUdeviceptr base, int64_t rows, int64_t cols, int box_rows,
+                                   int box_cols, CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE);
+
+}  // namespace gdpa

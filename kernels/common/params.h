@@ -1,0 +1,59 @@
+// params.h — the one POD parameter block shared by the host driver and every kernel.
+//
+// Tensors are packed jagged: Q is [total_q, heads_q, head_dim], K and V are
+// [total_k, heads_kv, head_dim], row-major and contiguous, so a token's row stride is
+// heads * head_dim elements. Sequence b owns rows cu_seqlens[b] .. cu_seqlens[b+1]-1.
+#pragma once
+
+namespace gdpa {
+
+// One unit of work of a persistent kernel, built by the host scheduler (host/scheduler.h).
+// Forward: `head` is a query head and `block` a query tile (BlockM rows) of sequence `batch`.
+// Backward: `head` is a KV head and `block` a KV tile (BlockN rows) of sequence `batch`.
+// `work` is the number of inner-loop steps the tile needs (its cost for load balancing).
+struct WorkTile {
+  int batch;
+  int head;
+  int block;
+  int work;
+};
+
+struct GdpaParams {
+  // Inputs (device pointers; element type given by the kernel's DType template argument).
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* dout;  // backward only
+  // Outputs.
+  void* out;        // forward
+  void* dq;         // backward, input dtype
+  void* dk;
+  void* dv;
+  float* dq_accum;  // backward scratch: [total_q, heads_q, head_dim] fp32, zeroed before launch
+
+  const int* cu_seqlens_q;  // [batch + 1]
+  const int* cu_seqlens_k;  // [batch + 1]
+  const int* kv_index;      // [batch] or null: query sequence b reads KV sequence kv_index[b]
+
+  int batch;
+  int heads_q;
+  int heads_kv;
+  int group;  // heads_q / heads_kv
+  int head_dim;
+  int total_q;
+  int total_k;
+  int max_seqlen_q;
+  int max_seqlen_k;
+
+  float logit_scale;  // applied to QK^T before the activation
+  float out_scale;    // applied after the activation
+  int window_left;    // kMaskWindow only; < 0 means unbounded
+  int window_right;
+
+  const WorkTile* tiles;  // persistent kernels walk this list
+  int num_tiles;
+  int deterministic;      // backward: order dQ accumulation so results are bit-identical
+  int* semaphores;        // backward deterministic mode scratch (zeroed before launch)
+};
+
+}  // namespace gdpa

@@ -1,0 +1,120 @@
+// bwd_config.h — tile shapes, shared-memory plan and the fp32 dQ accumulator layout of the Hopper
+// backward (gdpa_bwd.cu, dq_convert.cu), shared with the host launcher (host/sm90_bwd.cpp), which
+// must request the same shared memory, build the tile list with the same BlockN and size the
+// accumulator and the semaphores with the same formulas. Compiles under g++, nvcc and NVRTC.
+#pragma once
+#include "../common/portability.h"
+
+namespace gdpa::sm90 {
+
+// Ablation switches of the backward kernel (template argument FLAGS).
+enum BwdFlags : int {
+  // dQ of step t is multiplied during step t + 1 (its dS exchange is waited on a step later), so
+  // the two consumer warpgroups may drift about half a step apart and one's activation overlaps
+  // the other's GEMMs. Off: dQ(t) right after dS(t) is exchanged, the warpgroups run in lockstep.
+  kBwdDeferDq = 1,
+  kBwdDefaultFlags = kBwdDeferDq,
+  kBwdAllFlags = kBwdDeferDq,
+};
+
+constexpr int kBwdConsumerWarpgroups = 2;
+constexpr int kBwdBlockM = 64;                           // query rows per inner step
+constexpr int kBwdBlockN = 64 * kBwdConsumerWarpgroups;  // key rows per CTA tile, 64 per consumer
+constexpr int kBwdThreads = 128 * (1 + kBwdConsumerWarpgroups);
+constexpr int kBwdQStages = 2;   // Q + dO ring depth
+constexpr int kBwdDsStages = 2;  // dS^T exchange buffers (see gdpa_bwd.cu, "dS exchange")
+
+// dQ is produced in jobs of 64 query rows x 64 head-dim columns: one m64n64 wgmma accumulator of
+// one consumer warpgroup, 4096 floats, reduced into global memory by one 16 KB bulk add.
+constexpr int kBwdDqCols = 64;
+constexpr int kBwdDqJobFloats = kBwdBlockM * kBwdDqCols;
+constexpr int kBwdDqJobBytes = kBwdDqJobFloats * 4;
+
+// ---- the fp32 dQ accumulator ------------------------------------------------------------------
+// Not a plain [total_q, Hq, D] tensor: FA3's blocked layout, so each job is ONE contiguous bulk
+// reduce and no job ever touches another sequence's rows.
+//   * Query tiles get "slots": sequence b's tile m is slot dq_slot_begin(cu_q[b], b) + m. Adding
+//     BlockM * b before dividing gives every sequence room for ceil(Lq / BlockM) slots (proof in
+//     dq_num_slots), at the price of at most one unused slot per sequence.
+//   * Block (slot, head h, column chunk c) is kBwdDqJobFloats floats at
+//     ((slot * Hq + h) * (D / 64) + c) * 4096, stored in the order the consumer's wgmma
+//     accumulator holds them: thread `tid` (0..127 of the warpgroup) keeps register r (0..31) at
+//     float index dq_frag_index(tid, r), which is element (dq_frag_row, dq_frag_col) of the tile.
+//     Registers 4k..4k+3 are one float4 at [k][tid]: conflict-free 16-byte shared-memory stores.
+//   * The deterministic mode's semaphore of (slot, h) is semaphores[slot * Hq + h].
+// dq_convert.cu reads the blocks back, scales and writes the io-dtype dQ rows of each sequence.
+GDPA_HD int dq_slot_begin(int cu_seqlens_q_b, int b) { return (cu_seqlens_q_b + kBwdBlockM * b) / kBwdBlockM; }
+
+// Slots of a batch: sequence b owns [dq_slot_begin(cu_q[b], b), + ceil(Lq(b) / 64)), and that end is
+// <= dq_slot_begin(cu_q[b + 1], b + 1) = floor((x + Lq + 64) / 64) with x = cu_q[b] + 64 b, because
+// floor(x / 64 + Lq / 64 + 1) >= floor(x / 64) + floor(Lq / 64) + 1 >= floor(x / 64) + ceil(Lq / 64).
+// So the slot ranges are disjoint and all lie below the value for b = batch.
+GDPA_HD long long dq_num_slots(int total_q, int batch) { return dq_slot_begin(total_q, batch); }
+
+GDPA_HD long long dq_block_offset(long long slot, int head, int heads_q, int chunk, int head_dim) {
+  return ((slot * heads_q + head) * (head_dim / kBwdDqCols) + chunk) * (long long)kBwdDqJobFloats;
+}
+
+// The m64nN wgmma accumulator layout (PTX ISA; kernels/sm90/fragments.cuh): warp w = tid / 32,
+// g = lane / 4, t = lane % 4; register r holds row 16 w + g + 8 ((r / 2) % 2), column 8 (r / 4) +
+// 2 t + r % 2.
+GDPA_HD int dq_frag_row(int tid, int r) { return 16 * (tid >> 5) + ((tid & 31) >> 2) + 8 * ((r >> 1) & 1); }
+GDPA_HD int dq_frag_col(int tid, int r) { return 8 * (r >> 2) + 2 * (tid & 3) + (r & 1); }
+GDPA_HD int dq_frag_index(int tid, int r) { return (r >> 2) * 512 + tid * 4 + (r & 3); }
+
+// ---- masking of a transposed (keys x queries) fragment ----------------------------------------
+// The queries i that key j may pair with form one interval [*lo, *lo + *count): exactly the i with
+// mask_allowed(mask, i, j, Lq, Lk, left, right) (kernels/common/masks.cuh; d0 = Lk - Lq):
+//   causal: i >= j - d0;  window: j - d0 - right <= i <= j - d0 + left (an unbounded side is < 0);
+//   always 0 <= i < Lq, and no i at all when j >= Lk.
+// A masked block then costs one subtract and one unsigned compare per element instead of the
+// whole predicate. Window sides are assumed below 2^30 (mask_allowed overflows there as well).
+GDPA_HD void bwd_query_interval(int mask_kind, int key, int len_q, int len_k, int window_left, int window_right,
+                                int* lo, int* count) {
+  const int rel = key - (len_k - len_q);  // the query on the key's diagonal
+  int a = 0, b = len_q;                   // [a, b)
+  if (mask_kind == 1 /* kMaskCausal */) a = rel > a ? rel : a;
+  if (mask_kind == 2 /* kMaskWindow */) {
+    if (window_right >= 0) a = rel - window_right > a ? rel - window_right : a;
+    if (window_left >= 0) b = rel + window_left + 1 < b ? rel + window_left + 1 : b;
+  }
+  if (key < 0 || key >= len_k || b < a) b = a;
+  *lo = a;
+  *count = b - a;
+}
+
+// ---- shared memory ------------------------------------------------------------------------------
+// Byte offsets inside the 1024-byte aligned dynamic shared memory. Every 128B-swizzled operand
+// starts on a 1024-byte boundary (the swizzle repeats every 8 rows x 128 bytes and the wgmma
+// descriptors assume base offset 0).
+//   K, V        [BlockN keys][D] each, as D/64 panels of [BlockN][128 B] (TMA boxes of 64 columns)
+//   Q, dO       kBwdQStages tiles of [BlockM][D] each, panels of [BlockM][128 B]
+//   dS^T        kBwdDsStages tiles of [BlockN keys][BlockM queries]: 64 queries = one 128-byte row
+//   dQ staging  one 16 KB job buffer per consumer warpgroup (read by the bulk reduce)
+struct BwdSmemPlan {
+  int kv_bytes, q_bytes, ds_bytes;
+  int k_off, v_off, q_off, do_off, ds_off, dq_off, bar_off, total;
+};
+
+GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
+  BwdSmemPlan s{};
+  s.kv_bytes = kBwdBlockN * head_dim * 2;
+  s.q_bytes = kBwdBlockM * head_dim * 2;
+  s.ds_bytes = kBwdBlockN * kBwdBlockM * 2;
+  s.k_off = 0;
+  s.v_off = s.k_off + s.kv_bytes;
+  s.q_off = s.v_off + s.kv_bytes;
+  s.do_off = s.q_off + kBwdQStages * s.q_bytes;
+  s.ds_off = s.do_off + kBwdQStages * s.q_bytes;
+  s.dq_off = s.ds_off + kBwdDsStages * s.ds_bytes;
+  s.bar_off = s.dq_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
+  // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair.
+  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages);
+  return s;
+}
+
+// Dynamic shared memory to request: the plan plus slack to align the base to 1024 bytes (the
+// runtime only guarantees 16-byte alignment of dynamic shared memory).
+GDPA_HD constexpr int bwd_smem_request(int head_dim) { return bwd_smem_plan(head_dim).total + 1024; }
+
+}  // namespace gdpa::sm90

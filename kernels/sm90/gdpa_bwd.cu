@@ -1,0 +1,680 @@
+// gdpa_bwd.cu — the hand-scheduled Hopper GDPA backward (spec section 4): dK, dV and the fp32 dQ
+// accumulator, on packed jagged batches. TMA + mbarrier pipelines, wgmma, explicit warp roles,
+// persistent grid over the host's tile list (host/scheduler.h build_backward_tiles).
+//
+// A work tile is BlockN = 128 keys of one (sequence b, KV head hk). Its CTA keeps K and V resident
+// in shared memory and walks, for each of the G query heads of the group and each 64-row query tile
+// that can see the keys (mask_query_range), one "step":
+//     S^T  = K Q^T,  dP^T = V dO^T                       (wgmma SS, 64 keys x 64 queries per warpgroup)
+//     P^T  = act(logit_scale S^T),  dS^T = act'(logit_scale S^T) dP^T, both zero where masked
+//     dV  += P^T dO,  dK += dS^T Q                       (wgmma RS: P^T / dS^T straight from registers)
+//     dQ   = dS K   (dS^T through shared memory, both warpgroups' halves; fp32, bulk-added to global)
+// Computing the transposed products puts P^T and dS^T in registers in exactly the A-operand layout
+// of the dV / dK products (FA3's SdP_swapAB): no shuffle, no shared-memory round trip for them.
+//
+// Roles:
+//   warpgroup 0, warp 0, one elected lane: the TMA producer. K and V once per work tile, Q and dO
+//     per step through a kBwdQStages ring.
+//   warpgroup 0, warp 1: the dQ writer. Bulk-reduces each finished dQ job from shared memory into
+//     the fp32 accumulator (and orders those reduces in the deterministic mode).
+//   warpgroups 1 and 2: consumers, 64 keys each. dK and dV (64 x D fp32 each) live in registers
+//     for the whole work tile; GQA sums the group's heads there, no atomics.
+// Warps 2 and 3 of warpgroup 0 have no work and leave at once.
+//
+// Numerics (documented deviation, the forward does the same): the scales are folded out of the
+// rounded products. The kernel rounds P = act(S) and dS = act'(S) dP to the io dtype and applies
+// out_scale to dV and logit_scale * out_scale to dK here and to dQ in dq_convert.cu, one multiply
+// per output instead of per score; the rounding point moves by one io-dtype rounding of s * x vs x.
+//
+// Masking: an (i, j) with j >= Lk, i >= Lq or outside the mask gives P = 0 AND dS = 0 by selection
+// (never by multiplication, so garbage logits of other sequences' rows cannot leak NaN through
+// act). Blocks that need no mask run a compare-free path. Known limit shared with the forward: rows
+// past a sequence end are the next sequence's real rows, and a 0 * Inf from them in the tensor-core
+// products (e.g. an Inf in the next sequence's dO times a masked P = 0) would reach this sequence's
+// dK / dV; finite inputs are unaffected.
+#include "../common/activations.cuh"
+#include "../common/masks.cuh"
+#include "../common/params.h"
+#include "../../ptx/common.cuh"
+#include "../../ptx/fence.cuh"
+#include "../../ptx/mbarrier.cuh"
+#include "../../ptx/regs.cuh"
+#include "../../ptx/smem_desc.h"
+#include "../../ptx/tma.cuh"
+#include "../../ptx/wgmma.cuh"
+#include "bwd_config.h"
+#include "fragments.cuh"
+#include "pipeline.cuh"
+
+namespace gdpa::sm90 {
+
+// Named barriers (id 0 is __syncthreads). The dQ hand-off between consumer warpgroup cw and the
+// writer warp, FA3's protocol: DqFull(cw) = 128 consumer arrivals + 32 writer syncs, DqEmpty(cw) =
+// 32 writer arrivals + 128 consumer syncs. See bwd_dq_stage / bwd_dq_writer for the generations.
+constexpr int kBarDqFull = 1;   // + cw
+constexpr int kBarDqEmpty = 3;  // + cw
+constexpr int kBarDqThreads = 128 + 32;
+
+// Registers per thread after reallocation: (24 + 2 x 240) x 128 = 64,512, exactly what the launch
+// reserved (384 threads x 168). Consumers hold dK and dV (D/2 fp32 each) for a whole work tile plus
+// S^T, dP^T (32 each), P^T, dS^T (16 packed each) and a dQ job (32).
+constexpr int kBwdProducerRegs = 24;
+constexpr int kBwdConsumerRegs = 240;
+constexpr unsigned kBwdConsumerWarps = 4 * kBwdConsumerWarpgroups;
+
+// Everything about one work tile that producer, writer and consumers derive from the host's
+// WorkTile, so no role has to tell another anything.
+struct BwdTile {
+  int batch, kv_head;
+  int n0;              // sequence-local first key of the tile (BlockN * KV tile index)
+  int k_row;           // global row of key n0 in the packed K / V / dK / dV
+  int q_seq_row;       // global row of the sequence's first query (cu_seqlens_q[b])
+  int len_q, len_k;
+  int m_begin, m_end;  // query tiles [m_begin, m_end) whose rows can see some key of the tile
+  int steps;           // group * (m_end - m_begin); 0: dK = dV = 0 and no loads at all
+  __device__ bool empty() const { return steps <= 0; }
+};
+
+template <int MASK>
+__device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
+  const int4 w = reinterpret_cast<const int4*>(p.tiles)[index];  // {batch, KV head, KV tile, work}
+  BwdTile t;
+  const int b = w.x;
+  t.batch = b;
+  t.kv_head = w.y;
+  t.n0 = w.z * kBwdBlockN;
+  const int k_begin = p.cu_seqlens_k[b];
+  t.len_k = p.cu_seqlens_k[b + 1] - k_begin;
+  t.k_row = k_begin + t.n0;
+  t.q_seq_row = p.cu_seqlens_q[b];
+  t.len_q = p.cu_seqlens_q[b + 1] - t.q_seq_row;
+  // Rows that see keys [n0, min(n0 + BlockN, Lk)): the same function the host scheduler used for
+  // the tile's work, so both agree on the step count.
+  int lo, hi;
+  mask_query_range(MASK, t.n0, min(t.n0 + kBwdBlockN, t.len_k), t.len_q, t.len_k, p.window_left, p.window_right,
+                   &lo, &hi);
+  if (hi > lo) {
+    t.m_begin = lo / kBwdBlockM;
+    t.m_end = (hi + kBwdBlockM - 1) / kBwdBlockM;
+  } else {
+    t.m_begin = t.m_end = 0;
+  }
+  t.steps = (t.m_end - t.m_begin) * p.group;
+  return t;
+}
+
+template <bool B>
+struct BoolConstant {
+  static constexpr bool value = B;
+};
+
+// Step `ls` (0-based within the tile) visits query head kv_head * G + g and query tile m; heads are
+// the outer loop so consecutive steps of one head stream neighbouring Q / dO rows.
+struct BwdStep {
+  int head, m;
+};
+__device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& p, int ls) {
+  const int nm = t.m_end - t.m_begin;
+  const int g = ls / nm;
+  return BwdStep{t.kv_head * p.group + g, t.m_begin + (ls - g * nm)};
+}
+
+// The two-stage rings and the resident K / V, all on mbarriers (pipeline.cuh's protocol): full =
+// 1 producer arrival + TMA bytes, empty = one arrival per consumer warp (8). The dS exchange
+// buffers: full = empty = one arrival per consumer warp of both warpgroups (8).
+struct BwdBarriers {
+  SlotBarriers k, v;
+  SlotBarriers qdo[kBwdQStages];
+  unsigned long long ds_full[kBwdDsStages];
+  unsigned long long ds_empty[kBwdDsStages];
+};
+
+// ---------------------------------------------------------------------------------------------
+// Producer: one thread.
+// ---------------------------------------------------------------------------------------------
+
+// One [rows x D] tile of a packed [total, heads, D] tensor as D/64 boxes of 64 columns, each box a
+// [rows][128 B] 128B-swizzled panel (the layout sw128_*_desc read).
+template <int D, int ROWS>
+__device__ __forceinline__ void load_panels(unsigned char* dst, const ptx::TensorMap* map, unsigned long long* bar,
+                                            int head, int row, unsigned long long policy) {
+#pragma unroll
+  for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
+    ptx::tma_load_3d(dst + panel * ROWS * kSw128RowBytes, map, bar, panel * kSw128PanelCols, head, row, policy);
+}
+
+template <int D, int MASK>
+__device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
+                                             const ptx::TensorMap* tm_v, const ptx::TensorMap* tm_do,
+                                             unsigned char* smem) {
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
+  PipeCounter<kBwdQStages> qc;
+  PipeCounter<1> kvc;  // one K / V "stage", one phase per non-empty work tile
+  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
+    const BwdTile t = bwd_tile<MASK>(p, it);
+    if (t.empty()) continue;  // the consumers write zeros and wait for nothing
+    for (int ls = 0; ls < t.steps; ++ls) {
+      const BwdStep st = bwd_step(t, p, ls);
+      // Q and dO of one step share a slot: the consumers need both in the same step.
+      const int s = qc.stage();
+      producer_acquire(bars->qdo[s], qc.phase(), 2u * plan.q_bytes);
+      const int q_row = t.q_seq_row + st.m * kBwdBlockM;  // rows past Lq: masked (past total_q: zero-filled)
+      load_panels<D, kBwdBlockM>(smem + plan.q_off + s * plan.q_bytes, tm_q, &bars->qdo[s].full, st.head, q_row,
+                                 ptx::kEvictNormal);
+      load_panels<D, kBwdBlockM>(smem + plan.do_off + s * plan.q_bytes, tm_do, &bars->qdo[s].full, st.head, q_row,
+                                 ptx::kEvictNormal);
+      qc.advance();
+      if (ls == 0) {
+        // K and V after the first Q / dO: that load is already in flight while the previous tile's
+        // last step (which still reads K and V) finishes. V is released before K (its last reader,
+        // dP^T, runs before the last dQ), so it is loaded first. Both are read once per tile: evict
+        // first; Q and dO are re-read by every KV tile of the sequence.
+        producer_acquire(bars->v, kvc.phase(), plan.kv_bytes);
+        load_panels<D, kBwdBlockN>(smem + plan.v_off, tm_v, &bars->v.full, t.kv_head, t.k_row, ptx::kEvictFirst);
+        producer_acquire(bars->k, kvc.phase(), plan.kv_bytes);
+        load_panels<D, kBwdBlockN>(smem + plan.k_off, tm_k, &bars->k.full, t.kv_head, t.k_row, ptx::kEvictFirst);
+        kvc.advance();
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// dQ writer: one warp. Jobs arrive in the consumers' step order; job (step j, column chunk c) is
+// produced by consumer warpgroup (j + c) % 2 (see bwd_dq_owner_chunk).
+// ---------------------------------------------------------------------------------------------
+
+// Deterministic mode: spin until the semaphore of (query tile, head) shows that every KV tile
+// ordered before ours has added its dQ. A hang would cost the whole GPU session, so a wait longer
+// than ~2^35 cycles (~19 s) traps instead: the launch fails with an error naming the kernel.
+__device__ __forceinline__ void semaphore_wait(const int* sem, int expected) {
+  const long long start = clock64();
+  while (*reinterpret_cast<const volatile int*>(sem) != expected) {
+    __nanosleep(100);
+    if (clock64() - start > (1ll << 35)) __trap();
+  }
+  __threadfence();                // acquire: the previous owner's reduces happen-before ours...
+  ptx::fence_proxy_async_global();  // ...also for our bulk reduces, which run in the async proxy
+}
+__device__ __forceinline__ void semaphore_release(int* sem) {
+  ptx::fence_proxy_async_global();  // our completed bulk reduces before the generic release
+  __threadfence();
+  atomicAdd(sem, 1);
+}
+
+template <int D, int MASK>
+__device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char* smem) {
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  constexpr int kChunks = D / kBwdDqCols;
+  const bool leader = ptx::lane_id() == 0;
+  int step = 0;  // the consumers' CTA-lifetime step counter, reproduced
+  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
+    const BwdTile t = bwd_tile<MASK>(p, it);
+    if (t.empty()) continue;
+    const int slot0 = dq_slot_begin(t.q_seq_row, t.batch);
+    const int kv_block = t.n0 / kBwdBlockN;
+    for (int ls = 0; ls < t.steps; ++ls, ++step) {
+      const BwdStep st = bwd_step(t, p, ls);
+      const long long block = (long long)(slot0 + st.m) * p.heads_q + st.head;  // (slot, head)
+      if (p.deterministic) {
+        if (leader) {
+          // KV tiles [first / BlockN, ...) see this query tile (mask_key_range is exact for a
+          // rectangle, the same relation bwd_tile used the other way round), so the tiles before
+          // ours number kv_block - first / BlockN, and they add in increasing KV order.
+          int first, last;
+          const int r0 = st.m * kBwdBlockM;
+          mask_key_range(MASK, r0, min(r0 + kBwdBlockM, t.len_q), t.len_q, t.len_k, p.window_left, p.window_right,
+                         &first, &last);
+          semaphore_wait(p.semaphores + block, kv_block - first / kBwdBlockN);
+        }
+        __syncwarp();
+      }
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int owner = (step + c) & 1;
+        ptx::named_barrier_sync(kBarDqFull + owner, kBarDqThreads);  // staging(owner) holds the job
+        if (leader) {
+          const float* src = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
+          ptx::bulk_reduce_add_f32(p.dq_accum + block * (kChunks * kBwdDqJobFloats) + c * kBwdDqJobFloats, src,
+                                   kBwdDqJobBytes);
+          ptx::bulk_commit_group();
+        }
+      }
+      if (leader) {
+        if (p.deterministic) {
+          ptx::bulk_wait_group<0>();  // the adds have landed in global memory, not just left smem
+          semaphore_release(p.semaphores + block);
+        } else {
+          ptx::bulk_wait_group_read<0>();  // staging may be overwritten
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) ptx::named_barrier_arrive(kBarDqEmpty + ((step + c) & 1), kBarDqThreads);
+    }
+  }
+  if (leader) ptx::bulk_wait_group<0>();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer helpers: one warpgroup, 64 keys.
+// ---------------------------------------------------------------------------------------------
+
+// Acc (64 keys x 64 queries) = rows [first_row, +64) of a resident [BlockN][D] tile (K or V) times
+// a [BlockM][D] tile (Q or dO) transposed: both operands K-major (D contiguous), D/16 wgmmas.
+template <int DTYPE, int D>
+__device__ __forceinline__ void issue_keys_x_tile(float (&acc)[32], unsigned kv_tile, int first_row, unsigned qd_tile) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const unsigned long long a = sw128_kmajor_desc(kv_tile, kBwdBlockN, first_row, ks);
+    const unsigned long long b = sw128_kmajor_desc(qd_tile, kBwdBlockM, 0, ks);
+    if (ks == 0)  // the first k16 slice overwrites the accumulator (scale-d is an immediate)
+      ptx::Wgmma<64, DTYPE>::template ss<0, 0, 0>(acc, a, b);
+    else
+      ptx::Wgmma<64, DTYPE>::template ss<1, 0, 0>(acc, a, b);
+  }
+}
+
+// Acc (64 keys x D) += A (64 keys x 64 queries, registers) times a [BlockM][D] tile (dO or Q):
+// the reduction runs over the tile's rows, so the tile is an N-major B (TRANS_B = 1). k16 slice kk
+// of A is packed registers 4kk .. 4kk+3 (fragments.cuh). Always accumulates: dK and dV are zeroed
+// by ordinary moves at the start of a work tile, so no run-time scale-d is needed.
+template <int DTYPE, int D>
+__device__ __forceinline__ void issue_acc_rs(float (&acc)[D / 2], const unsigned (&a)[16], unsigned b_tile) {
+#pragma unroll
+  for (int kk = 0; kk < kBwdBlockM / 16; ++kk) {
+    const unsigned frag[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
+    ptx::Wgmma<D, DTYPE>::template rs<1, 1>(acc, frag, sw128_mnmajor_desc(b_tile, kBwdBlockM, kk));
+  }
+}
+
+// f and f' of two neighbouring elements. fast_gelu_bf16 evaluates both lanes in one packed bf16x2
+// pass (what ActImpl<kFastGeluBf16> does per element) and keeps f' in fp32 from that tanh.
+template <int ACT>
+__device__ __forceinline__ void act_f_df2(float x0, float x1, float* f0, float* f1, float* d0, float* d1) {
+  if constexpr (ACT == kFastGeluBf16) {
+    unsigned fb, tb;
+    fast_gelu_bf16x2(x0, x1, &fb, &tb);
+    *f0 = bf16x2_lo(fb);
+    *f1 = bf16x2_hi(fb);
+    const float t0 = bf16x2_lo(tb), t1 = bf16x2_hi(tb);
+    const float h0 = 0.5f * x0, h1 = 0.5f * x1;
+    *d0 = gelu_tanh_df_from_t(x0 * x0, t0, act_math::fma_f(h0, t0, h0));
+    *d1 = gelu_tanh_df_from_t(x1 * x1, t1, act_math::fma_f(h1, t1, h1));
+  } else {
+    act_f_df<ACT>(x0, f0, d0);
+    act_f_df<ACT>(x1, f1, d1);
+  }
+}
+
+// Pass 1, as soon as S^T has landed (dP^T is still in flight): P^T = act(logit_scale S^T) packed
+// to the io dtype, and s := act'(logit_scale S^T) in place. Fragment row = key (key0 + row),
+// column = query (query0 + col). MASKED: disallowed entries get P = 0, and bit 2i+e of *keep says
+// whether element (pair i, lane e) is allowed, so pass 2 needs no compares. A thread's pairs sit
+// on two keys only (rows g and g + 8 of its warp's 16), so the mask is two query intervals.
+template <int DTYPE, int ACT, int MASK, bool MASKED>
+__device__ __forceinline__ void st_to_p(float (&s)[32], unsigned (&pk)[16], unsigned* keep, float logit_scale,
+                                        const FragThread& f, int key0, int query0, const MaskBounds& mb) {
+  unsigned bits = 0;
+  int lo[2] = {0, 0}, count[2] = {0, 0};  // per key row (i & 1): allowed queries minus query0
+  if constexpr (MASKED) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      bwd_query_interval(MASK, key0 + pair_row(f, e), mb.len_q, mb.len_k, mb.window_left, mb.window_right, &lo[e],
+                         &count[e]);
+      lo[e] -= query0 + 2 * f.t;  // so that lane 0 of pair i tests column 8 (i / 2) against it
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    float f0, f1, d0, d1;
+    act_f_df2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &f0, &f1, &d0, &d1);
+    if constexpr (MASKED) {
+      // pair_col(f, i) = 8 (i / 2) + 2 t: query - lo = 8 (i / 2) - lo' with lo' = lo - query0 - 2t.
+      const int c = 8 * (i >> 1) - lo[i & 1];
+      const bool a0 = unsigned(c) < unsigned(count[i & 1]);
+      const bool a1 = unsigned(c + 1) < unsigned(count[i & 1]);
+      f0 = a0 ? f0 : 0.0f;
+      f1 = a1 ? f1 : 0.0f;
+      bits |= (unsigned(a0) << (2 * i)) | (unsigned(a1) << (2 * i + 1));
+    }
+    pk[i] = pack2<DTYPE>(f0, f1);
+    s[2 * i] = d0;
+    s[2 * i + 1] = d1;
+  }
+  *keep = bits;
+}
+
+// Pass 2, once dP^T has landed: dS^T = act' * dP^T, zero (selected, not multiplied) where masked.
+template <int DTYPE, bool MASKED>
+__device__ __forceinline__ void ds_from_dp(const float (&df)[32], const float (&dp)[32], unsigned keep,
+                                           unsigned (&dsk)[16]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    float a = df[2 * i] * dp[2 * i];
+    float b = df[2 * i + 1] * dp[2 * i + 1];
+    if constexpr (MASKED) {
+      a = ((keep >> (2 * i)) & 1u) ? a : 0.0f;
+      b = ((keep >> (2 * i + 1)) & 1u) ? b : 0.0f;
+    }
+    dsk[i] = pack2<DTYPE>(a, b);
+  }
+}
+
+// True when some (key, query) of keys [key_lo, key_lo + 63] x queries [q_lo, q_lo + 63] is
+// disallowed or out of range: only those blocks pay for the compares.
+template <int MASK>
+__device__ __forceinline__ bool bwd_block_needs_mask(int key_lo, int q_lo, const BwdTile& t, const GdpaParams& p) {
+  const int key_hi = key_lo + 63, q_hi = q_lo + kBwdBlockM - 1;
+  if (key_hi >= t.len_k || q_hi >= t.len_q) return true;
+  const int d0 = t.len_k - t.len_q;
+  if constexpr (MASK == kMaskCausal) return key_hi > q_lo + d0;  // allowed: key <= query + d0
+  if constexpr (MASK == kMaskWindow) {
+    const bool right_ok = p.window_right < 0 || key_hi <= q_lo + d0 + p.window_right;
+    const bool left_ok = p.window_left < 0 || key_lo >= q_hi + d0 - p.window_left;
+    return !(right_ok && left_ok);
+  }
+  return false;
+}
+
+// Writes this warpgroup's dS^T (64 keys x 64 queries, packed pairs) as rows [row_base, +64) of a
+// [BlockN][64] 128B-swizzled tile: one 128-byte row per key, so the dQ product can read dS (64
+// queries x 128 keys) as an M-major A operand. Pair i = columns (2t, 2t+1) of 16-byte chunk i/2
+// of row g (+8): the XOR with g spreads the 32 lanes over all 32 banks.
+__device__ __forceinline__ void store_ds_t(const unsigned (&dsk)[16], unsigned char* tile, int row_base,
+                                           const FragThread& f) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    *reinterpret_cast<unsigned*>(tile + sw128_offset(row_base + pair_row(f, i), pair_col(f, i))) = dsk[i];
+}
+
+// Which 64-column chunk of dQ consumer `cw` computes for step j: the two warpgroups alternate, so
+// with D = 64 (one chunk) they take turns step by step, and with D = 128 each does one chunk per
+// step. Returns -1 when the warpgroup has no dQ job this step.
+template <int D>
+__device__ __forceinline__ int bwd_dq_owner_chunk(int j, int cw) {
+  const int c = (j + cw) & 1;
+  return c < D / kBwdDqCols ? c : -1;
+}
+
+// dQ job of step j: dq (64 queries x 64 columns of chunk c) = dS (64 x 128 keys) K[:, chunk c].
+// A = dS^T buffer read M-major (TRANS_A: queries contiguous), B = the resident K tile read N-major
+// (TRANS_B: D contiguous), reduction over all 128 keys, i.e. both warpgroups' dS halves: wait for
+// the buffer's full phase first.
+template <int DTYPE, int D>
+__device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, BwdBarriers* bars, unsigned ds_tiles,
+                                         unsigned k_tile) {
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  const int buf = j % kBwdDsStages;
+  ptx::mbarrier_wait(&bars->ds_full[buf], unsigned(j / kBwdDsStages) & 1u);
+  const unsigned a_tile = ds_tiles + buf * plan.ds_bytes;
+  const unsigned b_tile = k_tile + chunk * kBwdBlockN * kSw128RowBytes;  // panel `chunk` of K
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBwdBlockN / 16; ++kk) {
+    const unsigned long long a = sw128_mnmajor_desc(a_tile, kBwdBlockN, kk);
+    const unsigned long long b = sw128_mnmajor_desc(b_tile, kBwdBlockN, kk);
+    if (kk == 0)
+      ptx::Wgmma<64, DTYPE>::template ss<0, 1, 1>(dq, a, b);
+    else
+      ptx::Wgmma<64, DTYPE>::template ss<1, 1, 1>(dq, a, b);
+  }
+  ptx::wgmma_commit();
+}
+
+// After the dQ job's wgmma completed (or at once, for a warpgroup without a job): give the dS
+// buffer back, then hand the accumulator to the writer through this warpgroup's staging buffer.
+//   DqEmpty generations: the writer arrives once after each of our jobs; we sync before every job
+//   but the first and once at exit (bwd_consumer), so arrivals and syncs pair up in order. A new
+//   generation can only start after the previous completed, because our k-th DqFull arrival needs
+//   the writer's (k-1)-th DqEmpty arrival first and vice versa.
+__device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_job, int j, int cw, int* jobs,
+                                              BwdBarriers* bars, float* staging) {
+  __syncwarp();
+  if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
+  if (!has_job) return;
+  if (*jobs > 0) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);  // the writer read the last job
+  const int tid = int(threadIdx.x) - 128 * (cw + 1);
+  float4* dst = reinterpret_cast<float4*>(staging);
+#pragma unroll
+  for (int k = 0; k < 8; ++k)  // dq_frag_index: registers 4k..4k+3 at float4 [k][tid]
+    dst[k * 128 + tid] = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
+  ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
+  ptx::named_barrier_arrive(kBarDqFull + cw, kBarDqThreads);
+  ++*jobs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer: one warpgroup (cw = 0 or 1), keys [n0 + 64 cw, + 64) of every work tile.
+// ---------------------------------------------------------------------------------------------
+//
+// One step t (p = t % kBwdDsStages), in issue order:
+//   1  wait Q/dO(t) full (and K, V at the first step of a tile)
+//   2  S^T = K Q^T, commit; dP^T = V dO^T, commit
+//   3  wait S^T: P^T, act' (pass 1) while dP^T runs
+//   4  wait dP^T (release V after the tile's last one): dS^T (pass 2)
+//   5  dS exchange: wait ds_empty[p], store our dS^T half, fence.proxy.async, arrive ds_full[p]
+//   6  dV += P^T dO, dK += dS^T Q (RS), commit   (dS^T was stored first: A registers of an
+//      in-flight wgmma must not even be read)
+//   7  dQ job: step t-1 (kBwdDeferDq, not at a tile's first step) or step t: wait ds_full, 8
+//      wgmmas, commit
+//   8  wait all: release Q/dO(t); dq job: arrive ds_empty, stage for the writer
+// With kBwdDeferDq the tile ends with the dQ job of its last step, then K is released.
+//
+// dS exchange protocol: buffer p is reused every kBwdDsStages steps. Its "empty" phase for use u
+// completes when all 8 consumer warps have arrived after use u's dQ job (a warpgroup without a job
+// arrives at once), so before writing use u + kBwdDsStages a warpgroup waits parity
+// ((t / S) & 1) ^ 1 (a fresh barrier passes: the producer idiom). "Full" for use u completes when
+// both warpgroups stored their halves; a dQ job of step j waits parity (j / S) & 1. No barrier can
+// run two phases ahead of a waiter, since each phase needs that waiter's own arrivals.
+template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
+__device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsigned char* smem) {
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  constexpr bool kDefer = (FLAGS & kBwdDeferDq) != 0;
+  auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
+  const unsigned base = ptx::smem_addr(smem);
+  const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
+  float* staging = reinterpret_cast<float*>(smem + plan.dq_off + cw * kBwdDqJobBytes);
+  const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
+  const long long k_stride = (long long)p.heads_kv * D;  // elements between consecutive key rows
+
+  PipeCounter<kBwdQStages> qc;
+  PipeCounter<1> kvc;
+  int step = 0;  // CTA-lifetime step counter: dS buffer and dQ owner (the writer keeps the same)
+  int jobs = 0;  // dQ jobs this warpgroup has staged
+  float dv[D / 2], dk[D / 2];  // live for a whole work tile
+
+  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
+    const BwdTile t = bwd_tile<MASK>(p, it);
+    const int key0 = t.n0 + 64 * cw;  // sequence-local key of this warpgroup's fragment row 0
+    // Row 0 of this warpgroup's 64 keys in dK / dV; computed where used, not kept live across the
+    // steps (registers are the consumer's scarcest resource).
+    auto out_rows = [&](void* grad) {
+      return static_cast<unsigned short*>(grad) + (long long)(t.k_row + 64 * cw) * k_stride + (long long)t.kv_head * D;
+    };
+    if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
+      store_zero_rows<D>(out_rows(p.dk), k_stride, t.len_k - key0, f);
+      store_zero_rows<D>(out_rows(p.dv), k_stride, t.len_k - key0, f);
+      continue;
+    }
+    const unsigned kv_phase = kvc.phase();
+    const MaskBounds mb{t.len_q, t.len_k, p.window_left, p.window_right};
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
+    // Pins the zeros before the first wgmma.fence of the tile: a move defining a wgmma input after
+    // the fence would make ptxas serialize every wgmma of the kernel.
+    ptx::fence_operand(dv);
+    ptx::fence_operand(dk);
+
+    // One step; HAS_DQ = false only for the first step of a tile in the deferred mode (no earlier
+    // step to finish). Two straight-line instantiations instead of a branch around the dQ issue:
+    // with a wgmma group in flight across that branch ptxas serializes every wgmma and spills.
+    int ls = 0;
+    auto step_body = [&](auto has_dq) {
+      constexpr bool kHasDq = decltype(has_dq)::value;
+      const BwdStep st = bwd_step(t, p, ls);
+      const int query0 = st.m * kBwdBlockM;
+      const int qs = qc.stage();
+      const unsigned q_tile = base + plan.q_off + qs * plan.q_bytes;
+      const unsigned do_tile = base + plan.do_off + qs * plan.q_bytes;
+      // Declared per step on purpose: the first wgmma of each product passes its accumulator as
+      // "+f" although scale-d = 0 ignores it; a fresh (undefined) array keeps the compiler from
+      // carrying the previous step's values, which would hold 96 more registers for nothing.
+      float s_acc[32], dp_acc[32], dq[32];
+      unsigned pk[16], dsk[16];
+
+      // 1-2: the two transposed score products.
+      consumer_wait(bars->qdo[qs], qc.phase());
+      if (ls == 0) consumer_wait(bars->k, kv_phase);
+      ptx::wgmma_fence();
+      issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
+      ptx::wgmma_commit();
+      if (ls == 0) consumer_wait(bars->v, kv_phase);
+      issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
+      ptx::wgmma_commit();
+
+      // 3: the activation under the dP^T product.
+      ptx::wgmma_wait<1>();
+      ptx::fence_operand(s_acc);
+      const bool masked = bwd_block_needs_mask<MASK>(key0, query0, t, p);
+      unsigned keep = 0;
+      if (masked)
+        st_to_p<DTYPE, ACT, MASK, true>(s_acc, pk, &keep, p.logit_scale, f, key0, query0, mb);
+      else
+        st_to_p<DTYPE, ACT, MASK, false>(s_acc, pk, &keep, p.logit_scale, f, key0, query0, mb);
+
+      // 4: dS^T.
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(dp_acc);
+      if (ls == t.steps - 1) consumer_release(bars->v);  // the tile's last reader of V is done
+      if (masked)
+        ds_from_dp<DTYPE, true>(s_acc, dp_acc, keep, dsk);
+      else
+        ds_from_dp<DTYPE, false>(s_acc, dp_acc, keep, dsk);
+
+      // 5: publish our half of dS^T(step).
+      {
+        const int buf = step % kBwdDsStages;
+        ptx::mbarrier_wait(&bars->ds_empty[buf], (unsigned(step / kBwdDsStages) & 1u) ^ 1u);
+        store_ds_t(dsk, smem + plan.ds_off + buf * plan.ds_bytes, 64 * cw, f);
+        ptx::fence_proxy_async_smem();  // generic stores -> the dQ wgmma (async proxy)
+        __syncwarp();
+        if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_full[buf]);
+      }
+
+      // 6: dV and dK.
+      ptx::wgmma_fence();
+      issue_acc_rs<DTYPE, D>(dv, pk, do_tile);
+      issue_acc_rs<DTYPE, D>(dk, dsk, q_tile);
+      ptx::wgmma_commit();
+
+      // 7: the dQ job.
+      const int dq_step = kDefer ? step - 1 : step;
+      const int chunk = bwd_dq_owner_chunk<D>(dq_step, cw);
+      if (kHasDq && chunk >= 0) issue_dq<DTYPE, D>(dq, dq_step, chunk, bars, ds_tiles, k_tile);
+
+      // 8: everything of this step has finished reading Q, dO, P^T, dS^T and the dS buffer.
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(pk);
+      ptx::fence_operand(dsk);
+      ptx::fence_operand(dv);
+      ptx::fence_operand(dk);
+      ptx::fence_operand(dq);
+      consumer_release(bars->qdo[qs]);
+      qc.advance();
+      if (kHasDq) bwd_dq_finish(dq, chunk >= 0, dq_step, cw, &jobs, bars, staging);
+    };
+    for (; ls < t.steps; ++ls, ++step) {
+      if (kDefer && ls == 0)
+        step_body(BoolConstant<false>{});
+      else
+        step_body(BoolConstant<true>{});
+    }
+
+    if constexpr (kDefer) {  // the last step's dQ job, while K is still resident
+      float dq[32];
+      const int chunk = bwd_dq_owner_chunk<D>(step - 1, cw);
+      if (chunk >= 0) {
+        issue_dq<DTYPE, D>(dq, step - 1, chunk, bars, ds_tiles, k_tile);
+        ptx::wgmma_wait<0>();
+        ptx::fence_operand(dq);
+      }
+      bwd_dq_finish(dq, chunk >= 0, step - 1, cw, &jobs, bars, staging);
+    }
+    consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
+    kvc.advance();
+
+    // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
+    store_rows<DTYPE, D>(dv, out_rows(p.dv), k_stride, t.len_k - key0, p.out_scale, f);
+    store_rows<DTYPE, D>(dk, out_rows(p.dk), k_stride, t.len_k - key0, p.logit_scale * p.out_scale, f);
+  }
+  // Pairs the writer's DqEmpty arrival after our last job; it also keeps the staging buffer (and
+  // the CTA's shared memory) alive until that job's bulk reduce has read it.
+  if (jobs > 0) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel: barrier set-up, then one branch per role.
+// ---------------------------------------------------------------------------------------------
+template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
+__global__ void __launch_bounds__(kBwdThreads, 1)
+    gdpa_bwd(const __grid_constant__ ptx::TensorMap tm_q, const __grid_constant__ ptx::TensorMap tm_k,
+             const __grid_constant__ ptx::TensorMap tm_v, const __grid_constant__ ptx::TensorMap tm_do,
+             const __grid_constant__ GdpaParams p) {
+  static_assert(D == 64 || D == 128, "head dim");
+  static_assert(DTYPE == kBF16 || DTYPE == kFP16, "16-bit io dtypes only");
+  static_assert(kBwdConsumerWarpgroups == 2, "the dQ chunk alternation assumes two consumers");
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  static_assert(plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0 && plan.q_off % 1024 == 0 &&
+                    plan.do_off % 1024 == 0 && plan.ds_off % 1024 == 0 && plan.q_bytes % 1024 == 0 &&
+                    plan.ds_bytes % 1024 == 0,
+                "128B-swizzled tiles must start on 1024-byte boundaries");
+  static_assert(plan.dq_off % 16 == 0 && kBwdDqJobBytes % 16 == 0, "bulk copies need 16-byte alignment");
+  static_assert(plan.bar_off % 8 == 0, "mbarriers are 8-byte aligned");
+  static_assert(sizeof(BwdBarriers) <= size_t(plan.total - plan.bar_off), "barrier block fits the plan");
+
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned raw = ptx::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
+
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(&bars->k.full, 1);
+    ptx::mbarrier_init(&bars->k.empty, kBwdConsumerWarps);
+    ptx::mbarrier_init(&bars->v.full, 1);
+    ptx::mbarrier_init(&bars->v.empty, kBwdConsumerWarps);
+    for (int s = 0; s < kBwdQStages; ++s) {
+      ptx::mbarrier_init(&bars->qdo[s].full, 1);
+      ptx::mbarrier_init(&bars->qdo[s].empty, kBwdConsumerWarps);
+    }
+    for (int s = 0; s < kBwdDsStages; ++s) {
+      ptx::mbarrier_init(&bars->ds_full[s], kBwdConsumerWarps);
+      ptx::mbarrier_init(&bars->ds_empty[s], kBwdConsumerWarps);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  const int wg = ptx::warpgroup_id();
+  if (wg == 0) {
+    ptx::setmaxnreg_dec<kBwdProducerRegs>();
+    const int warp = ptx::warp_id();
+    if (warp == 0) {
+      if (ptx::elect_one()) {
+        ptx::prefetch_tensormap(&tm_q);
+        ptx::prefetch_tensormap(&tm_k);
+        ptx::prefetch_tensormap(&tm_v);
+        ptx::prefetch_tensormap(&tm_do);
+        bwd_producer<D, MASK>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
+      }
+    } else if (warp == 1) {
+      bwd_dq_writer<D, MASK>(p, smem);
+    }
+  } else {
+    ptx::setmaxnreg_inc<kBwdConsumerRegs>();
+    bwd_consumer<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, smem);
+  }
+}
+
+}  // namespace gdpa::sm90

@@ -1,0 +1,393 @@
+// gdpa_fwd.cu — the hand-scheduled Hopper GDPA forward: O = act(logit_scale * Q K^T) * out_scale V
+// on packed jagged batches. TMA + mbarrier pipelines, wgmma, explicit warp roles, persistent grid.
+//
+// Roles (kernels/sm90/fwd_config.h for the shapes):
+//   warpgroup 0, one elected lane of warp 0: the producer. Issues every TMA load: Q (one tile per
+//     work item, double-buffered so the next tile's Q arrives during this tile's tail), and K and
+//     V for each inner step on their own two-stage rings. Gives its registers away (setmaxnreg.dec).
+//   warpgroups 1 and 2: consumers, 64 query rows each. Per inner step j:
+//       S_j = Q K_j^T            (wgmma, both operands in shared memory)
+//       O  += P_{j-1} V_{j-1}    (wgmma, P from registers: the S accumulator repacked, no smem trip)
+//       P_j = act(S_j)           (in registers, under the PV GEMM: intra-warpgroup overlap)
+//     and the two consumers take turns issuing GEMMs (pingpong), so one's activation runs while
+//     the other's GEMMs keep the tensor cores busy.
+// There is no softmax: no row max, no row sum, no rescaling of O. Those registers pay for the
+// second P buffer that lets P_j be computed while P_{j-1} is still being read by the tensor cores.
+//
+// Numerics: S and O accumulate in fp32, P is rounded to the input dtype as the tensor cores consume
+// it. out_scale multiplies O once in the epilogue instead of every P element: sum_j s*f_j*V_j =
+// s * sum_j f_j*V_j, one multiply per output instead of per score (the rounding point of P moves
+// by one bf16 rounding of s*f vs f, well inside the tolerance rule).
+#include "../common/params.h"
+#include "../../ptx/common.cuh"
+#include "../../ptx/fence.cuh"
+#include "../../ptx/mbarrier.cuh"
+#include "../../ptx/regs.cuh"
+#include "../../ptx/smem_desc.h"
+#include "../../ptx/tma.cuh"
+#include "../../ptx/wgmma.cuh"
+#include "fragments.cuh"
+#include "fwd_config.h"
+#include "pipeline.cuh"
+
+namespace gdpa::sm90 {
+
+// Named barrier ids (0 is __syncthreads): one per consumer warpgroup for the pingpong turn.
+constexpr int kBarSchedBase = 1;
+
+// Registers per thread after reallocation: 40 x 128 + 232 x 256 = 64,512 <= 65,536.
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;
+
+// Everything about one work tile that producer and consumers both need, derived from the host's
+// WorkTile and the offsets, so neither side has to tell the other anything.
+struct FwdTile {
+  int head, kv_head;
+  int m0;            // sequence-local first query row of the tile
+  int q_row;         // global row of that query in the packed Q / O
+  int k_row;         // global row of the sequence's first key in the packed K / V
+  int len_q, len_k;
+  int n_begin, n_end;  // KV blocks [n_begin, n_end) the tile visits (empty: writes zeros)
+  __device__ bool empty() const { return n_end <= n_begin; }
+};
+
+template <int MASK, int BN>
+__device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
+  const int4 w = reinterpret_cast<const int4*>(p.tiles)[index];  // {batch, head, block, work}
+  FwdTile t;
+  const int b = w.x;
+  const int kv_seq = p.kv_index ? p.kv_index[b] : b;
+  t.head = w.y;
+  t.kv_head = w.y / p.group;
+  t.m0 = w.z * kFwdBlockM;
+  t.q_row = p.cu_seqlens_q[b] + t.m0;
+  t.len_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  t.k_row = p.cu_seqlens_k[kv_seq];
+  t.len_k = p.cu_seqlens_k[kv_seq + 1] - t.k_row;
+  const int row_end = min(t.m0 + kFwdBlockM, t.len_q);
+  int first, last;
+  mask_key_range(MASK, t.m0, row_end, t.len_q, t.len_k, p.window_left, p.window_right, &first, &last);
+  if (last > first) {
+    t.n_begin = first / BN;
+    t.n_end = (last + BN - 1) / BN;
+  } else {
+    t.n_begin = t.n_end = 0;
+  }
+  return t;
+}
+
+// True when some (row, key) of rows [row_lo, row_hi] x block n is disallowed or past the keys:
+// only those blocks pay for the mask compares.
+template <int MASK, int BN>
+__device__ __forceinline__ bool block_needs_mask(int n, int row_lo, int row_hi, const FwdTile& t, const GdpaParams& p) {
+  const int col_lo = n * BN, col_hi = n * BN + BN - 1;
+  if (col_hi >= t.len_k) return true;
+  const int d0 = t.len_k - t.len_q;
+  if constexpr (MASK == kMaskCausal) return col_hi > row_lo + d0;
+  if constexpr (MASK == kMaskWindow) {
+    const bool right_ok = p.window_right < 0 || col_hi <= row_lo + d0 + p.window_right;
+    const bool left_ok = p.window_left < 0 || col_lo >= row_hi + d0 - p.window_left;
+    return !(right_ok && left_ok);
+  }
+  return false;
+}
+
+template <int QS>
+struct FwdBarriers {
+  SlotBarriers q[QS];
+  SlotBarriers k[kFwdKvStages];
+  SlotBarriers v[kFwdKvStages];
+};
+
+// ---------------------------------------------------------------------------------------------
+// Producer: one thread.
+// ---------------------------------------------------------------------------------------------
+template <int D, int MASK, int FLAGS>
+__device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
+                                             const ptx::TensorMap* tm_v, unsigned char* smem) {
+  constexpr int BN = fwd_block_n(D);
+  constexpr int QS = fwd_q_stages(FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
+  auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
+  PipeCounter<QS> qc;
+  PipeCounter<kFwdKvStages> kvc;
+  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
+    const FwdTile t = fwd_tile<MASK, BN>(p, it);
+    if (t.empty()) continue;
+    {
+      const int s = qc.stage();
+      producer_acquire(bars->q[s], qc.phase(), plan.q_bytes);
+      unsigned char* dst = smem + plan.q_off + s * plan.q_bytes;
+#pragma unroll
+      for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
+        ptx::tma_load_3d(dst + panel * kFwdBlockM * kSw128RowBytes, tm_q, &bars->q[s].full, panel * kSw128PanelCols,
+                         t.head, t.q_row, ptx::kEvictFirst);
+      qc.advance();
+    }
+    for (int n = t.n_begin; n < t.n_end; ++n) {
+      const int s = kvc.stage();
+      const int key_row = t.k_row + n * BN;
+      producer_acquire(bars->k[s], kvc.phase(), plan.kv_bytes);
+      unsigned char* kdst = smem + plan.k_off + s * plan.kv_bytes;
+#pragma unroll
+      for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
+        ptx::tma_load_3d(kdst + panel * BN * kSw128RowBytes, tm_k, &bars->k[s].full, panel * kSw128PanelCols,
+                         t.kv_head, key_row, ptx::kEvictLast);
+      producer_acquire(bars->v[s], kvc.phase(), plan.kv_bytes);
+      unsigned char* vdst = smem + plan.v_off + s * plan.kv_bytes;
+#pragma unroll
+      for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
+        ptx::tma_load_3d(vdst + panel * BN * kSw128RowBytes, tm_v, &bars->v[s].full, panel * kSw128PanelCols,
+                         t.kv_head, key_row, ptx::kEvictLast);
+      kvc.advance();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer helpers: one warpgroup, 64 query rows.
+// ---------------------------------------------------------------------------------------------
+
+// S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S.
+template <int DTYPE, int D, int BN>
+__device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const unsigned long long da = sw128_kmajor_desc(q_tile, kFwdBlockM, q_first_row, ks);
+    const unsigned long long db = sw128_kmajor_desc(k_tile, BN, 0, ks);
+    if (ks == 0)
+      ptx::Wgmma<BN, DTYPE>::template ss<0, 0, 0>(s, da, db);
+    else
+      ptx::Wgmma<BN, DTYPE>::template ss<1, 0, 0>(s, da, db);
+  }
+}
+
+// O (+)= P V over the BN keys of the block: BN/16 wgmmas with A from registers and V N-major.
+// ACCUMULATE = false starts O over (the tile's first block).
+template <int DTYPE, int D, int BN, bool ACCUMULATE>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
+    const unsigned long long db = sw128_mnmajor_desc(v_tile, BN, kk);
+    if (!ACCUMULATE && kk == 0)
+      ptx::Wgmma<D, DTYPE>::template rs<0, 1>(o, a, db);
+    else
+      ptx::Wgmma<D, DTYPE>::template rs<1, 1>(o, a, db);
+  }
+}
+
+template <int DTYPE, int D, int BN>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile, bool accumulate) {
+  if (accumulate)
+    issue_pv<DTYPE, D, BN, true>(o, p, v_tile);
+  else
+    issue_pv<DTYPE, D, BN, false>(o, p, v_tile);
+}
+
+// Pingpong turn-taking: wait for my turn before issuing a GEMM batch, hand the turn over after.
+template <int FLAGS>
+__device__ __forceinline__ void sched_wait(int cw) {
+  if constexpr ((FLAGS & kFwdPingpong) != 0) ptx::named_barrier_sync(kBarSchedBase + cw, 2 * 128);
+}
+template <int FLAGS>
+__device__ __forceinline__ void sched_pass(int cw) {
+  if constexpr ((FLAGS & kFwdPingpong) != 0) ptx::named_barrier_arrive(kBarSchedBase + (cw ^ 1), 2 * 128);
+}
+
+template <int DTYPE, int ACT, int MASK, int BN>
+__device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
+                                               const FwdTile& t, const GdpaParams& prm, const FragThread& f) {
+  const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
+  if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
+    s_to_p<DTYPE, ACT, MASK, true, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+  else
+    s_to_p<DTYPE, ACT, MASK, false, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+}
+
+template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
+__device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsigned char* smem) {
+  constexpr int BN = fwd_block_n(D);
+  constexpr int QS = fwd_q_stages(FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
+  constexpr bool kOuter = (FLAGS & kFwdOuterPipeline) != 0;
+  constexpr bool kOverlap = (FLAGS & kFwdIntraOverlap) != 0;
+  auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
+  const unsigned base = ptx::smem_addr(smem);
+  const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
+  const long long row_stride = (long long)p.heads_q * D;
+
+  PipeCounter<QS> qc;
+  PipeCounter<kFwdKvStages> kvc;
+  float s_acc[BN / 2];
+  unsigned p_cur[BN / 4], p_next[BN / 4];
+  float o_acc[D / 2];
+
+  // The second consumer hands the first turn to the first.
+  if constexpr ((FLAGS & kFwdPingpong) != 0)
+    if (cw == 1) ptx::named_barrier_arrive(kBarSchedBase + 0, 2 * 128);
+
+  int it = blockIdx.x;
+  FwdTile cur;
+  if (it < p.num_tiles) cur = fwd_tile<MASK, BN>(p, it);
+  bool first_s_in_flight = false;  // the first QK^T of `cur` was issued during the previous tile
+  while (it < p.num_tiles) {
+    const int it_next = it + gridDim.x;
+    FwdTile nxt;
+    const bool have_next = it_next < p.num_tiles;
+    if (have_next) nxt = fwd_tile<MASK, BN>(p, it_next);
+    const int row0 = cur.m0 + 64 * cw;  // sequence-local row of this warpgroup's fragment row 0
+    unsigned short* out = static_cast<unsigned short*>(p.out) + (cur.q_row + 64 * cw) * row_stride + cur.head * D;
+    const int rows_valid = cur.len_q - row0;
+
+    if (cur.empty()) {  // no visible key (Lk = 0 or a window that misses the tile): O = 0
+      store_zero_rows<D>(out, row_stride, rows_valid, f);
+      it = it_next;
+      cur = nxt;
+      continue;
+    }
+    const int qs = qc.stage();
+    const unsigned q_tile = base + plan.q_off + qs * plan.q_bytes;
+    const int nblocks = cur.n_end - cur.n_begin;
+
+    // ---- first block: S_0 = Q K_0^T (already in flight if the previous tile issued it) ----
+    int ks = kvc.stage();
+    if (!first_s_in_flight) {
+      consumer_wait(bars->q[qs], qc.phase());
+      consumer_wait(bars->k[ks], kvc.phase());
+      sched_wait<FLAGS>(cw);
+      ptx::wgmma_fence();
+      issue_qk<DTYPE, D, BN>(s_acc, q_tile, 64 * cw, base + plan.k_off + ks * plan.kv_bytes);
+      ptx::wgmma_commit();
+      sched_pass<FLAGS>(cw);
+    }
+    ptx::wgmma_wait<0>();
+    ptx::fence_operand(s_acc);
+    consumer_release(bars->k[ks]);
+    if (nblocks == 1) consumer_release(bars->q[qs]);
+    activate_block<DTYPE, ACT, MASK, BN>(s_acc, p_cur, cur.n_begin, row0, cur, p, f);
+    int vs = ks;
+    unsigned vphase = kvc.phase();
+    kvc.advance();
+
+    // ---- steady state: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) under the PV GEMM ----
+    for (int j = 1; j < nblocks; ++j) {
+      ks = kvc.stage();
+      consumer_wait(bars->k[ks], kvc.phase());
+      consumer_wait(bars->v[vs], vphase);
+      sched_wait<FLAGS>(cw);
+      ptx::wgmma_fence();
+      issue_qk<DTYPE, D, BN>(s_acc, q_tile, 64 * cw, base + plan.k_off + ks * plan.kv_bytes);
+      ptx::wgmma_commit();
+      if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
+        ptx::wgmma_wait<0>();
+        ptx::fence_operand(s_acc);
+      }
+      issue_pv<DTYPE, D, BN>(o_acc, p_cur, base + plan.v_off + vs * plan.kv_bytes, j > 1);
+      ptx::wgmma_commit();
+      sched_pass<FLAGS>(cw);
+      if constexpr (kOverlap)
+        ptx::wgmma_wait<1>();  // S_j done; the PV GEMM may still run under the activation
+      else
+        ptx::wgmma_wait<0>();
+      ptx::fence_operand(s_acc);
+      consumer_release(bars->k[ks]);
+      if (j == nblocks - 1) consumer_release(bars->q[qs]);
+      activate_block<DTYPE, ACT, MASK, BN>(s_acc, p_next, cur.n_begin + j, row0, cur, p, f);
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(p_cur);
+      ptx::fence_operand(o_acc);
+      consumer_release(bars->v[vs]);
+#pragma unroll
+      for (int i = 0; i < BN / 4; ++i) p_cur[i] = p_next[i];
+      vs = ks;
+      vphase = kvc.phase();
+      kvc.advance();
+    }
+
+    // ---- last PV; with outer pipelining the next tile's first QK^T rides in the same turn ----
+    const bool prefetch = kOuter && have_next && !nxt.empty();
+    consumer_wait(bars->v[vs], vphase);
+    if (prefetch) {
+      consumer_wait(bars->q[(qs + 1) % QS], unsigned((qc.count + 1) / QS) & 1u);
+      consumer_wait(bars->k[kvc.stage()], kvc.phase());
+    }
+    sched_wait<FLAGS>(cw);
+    ptx::wgmma_fence();
+    issue_pv<DTYPE, D, BN>(o_acc, p_cur, base + plan.v_off + vs * plan.kv_bytes, nblocks > 1);
+    ptx::wgmma_commit();
+    if (prefetch) {
+      issue_qk<DTYPE, D, BN>(s_acc, base + plan.q_off + ((qs + 1) % QS) * plan.q_bytes, 64 * cw,
+                             base + plan.k_off + kvc.stage() * plan.kv_bytes);
+      ptx::wgmma_commit();
+    }
+    sched_pass<FLAGS>(cw);
+    if (prefetch)
+      ptx::wgmma_wait<1>();
+    else
+      ptx::wgmma_wait<0>();
+    ptx::fence_operand(o_acc);
+    ptx::fence_operand(p_cur);
+    consumer_release(bars->v[vs]);
+
+    // ---- epilogue: O * out_scale -> io dtype, rows inside the sequence only ----
+    store_rows<DTYPE, D>(o_acc, out, row_stride, rows_valid, p.out_scale, f);
+
+    qc.advance();
+    first_s_in_flight = prefetch;
+    it = it_next;
+    cur = nxt;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel: barrier set-up, then one branch per role.
+// ---------------------------------------------------------------------------------------------
+template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
+__global__ void __launch_bounds__(kFwdThreads, 1)
+    gdpa_fwd(const __grid_constant__ ptx::TensorMap tm_q, const __grid_constant__ ptx::TensorMap tm_k,
+             const __grid_constant__ ptx::TensorMap tm_v, const __grid_constant__ GdpaParams p) {
+  static_assert(D == 64 || D == 128, "head dim");
+  constexpr int BN = fwd_block_n(D);
+  constexpr int QS = fwd_q_stages(FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
+  static_assert(plan.q_off % 1024 == 0 && plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0,
+                "128B-swizzled tiles must start on 1024-byte boundaries");
+
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned raw = ptx::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
+
+  if (threadIdx.x == 0) {
+    constexpr unsigned kConsumerWarps = 4 * kFwdConsumerWarpgroups;
+    for (int s = 0; s < QS; ++s) {
+      ptx::mbarrier_init(&bars->q[s].full, 1);
+      ptx::mbarrier_init(&bars->q[s].empty, kConsumerWarps);
+    }
+    for (int s = 0; s < kFwdKvStages; ++s) {
+      ptx::mbarrier_init(&bars->k[s].full, 1);
+      ptx::mbarrier_init(&bars->k[s].empty, kConsumerWarps);
+      ptx::mbarrier_init(&bars->v[s].full, 1);
+      ptx::mbarrier_init(&bars->v[s].empty, kConsumerWarps);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  const int wg = ptx::warpgroup_id();
+  if (wg == 0) {
+    ptx::setmaxnreg_dec<kProducerRegs>();
+    if (ptx::warp_id() == 0 && ptx::elect_one()) {
+      ptx::prefetch_tensormap(&tm_q);
+      ptx::prefetch_tensormap(&tm_k);
+      ptx::prefetch_tensormap(&tm_v);
+      fwd_producer<D, MASK, FLAGS>(p, &tm_q, &tm_k, &tm_v, smem);
+    }
+  } else {
+    ptx::setmaxnreg_inc<kConsumerRegs>();
+    fwd_consumer<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, smem);
+  }
+}
+
+}  // namespace gdpa::sm90

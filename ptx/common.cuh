@@ -1,0 +1,19 @@
+// common.cuh — addresses and lane helpers every PTX wrapper needs.
+#pragma once
+
+namespace gdpa::ptx {
+
+// 32-bit shared-window address of a generic pointer into shared memory: the form every
+// shared::cta operand of mbarrier, TMA, wgmma descriptors and ldmatrix/stmatrix takes.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
+__device__ __forceinline__ int warp_id() { return threadIdx.x >> 5; }
+
+// Index of this thread's warpgroup (4 consecutive warps, the unit wgmma and setmaxnreg act on).
+// Read through a shuffle so the compiler knows it is warp-uniform and keeps role branches uniform.
+__device__ __forceinline__ int warpgroup_id() { return __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0); }
+
+}  // namespace gdpa::ptx

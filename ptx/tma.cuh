@@ -1,0 +1,68 @@
+// tma.cuh — the tensor memory accelerator: bulk tensor copies between global and shared memory.
+//
+// One elected thread issues each copy; completion is signalled on an mbarrier (loads) or through
+// bulk groups (stores and reduces). The tensor map (CUtensorMap on the host, 128 bytes) is passed
+// as a __grid_constant__ kernel parameter so its address is a valid generic address for TMA.
+#pragma once
+#include "common.cuh"
+
+namespace gdpa::ptx {
+
+// Opaque 128-byte descriptor, bit-identical to the Driver API's CUtensorMap (NVRTC has no cuda.h).
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+// L2 eviction policies for the .L2::cache_hint operand: Q is read once per tile (evict first),
+// K and V are re-read by every query tile of the sequence (evict last).
+constexpr unsigned long long kEvictFirst = 0x12F0000000000000ull;
+constexpr unsigned long long kEvictLast = 0x14F0000000000000ull;
+constexpr unsigned long long kEvictNormal = 0x1000000000000000ull;
+
+__device__ __forceinline__ void prefetch_tensormap(const TensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+
+// 3-D tile load: coordinates are element indices, innermost first ({column, head, row} for the
+// packed [rows, heads, dim] tensors). Out-of-bounds elements are zero-filled and still counted in
+// the transaction bytes.
+__device__ __forceinline__ void tma_load_3d(void* smem_dst, const TensorMap* map, unsigned long long* bar,
+                                            int c0, int c1, int c2, unsigned long long policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)),
+      "l"(policy)
+      : "memory");
+}
+
+// 3-D tile store from shared memory (rows past the tensor's extent are clipped by the hardware).
+__device__ __forceinline__ void tma_store_3d(const TensorMap* map, const void* smem_src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(
+                   reinterpret_cast<unsigned long long>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(smem_src))
+               : "memory");
+}
+
+// Element-wise fp32 add of `bytes` bytes from shared memory into global memory, done by the TMA
+// unit without atomics in the issuing threads (16-byte aligned, size a multiple of 16).
+__device__ __forceinline__ void bulk_reduce_add_f32(float* gmem_dst, const float* smem_src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(gmem_dst),
+               "r"(smem_addr(smem_src)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Waits until at most N bulk groups are pending; the .read form only until their shared-memory
+// sources may be overwritten.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+}  // namespace gdpa::ptx

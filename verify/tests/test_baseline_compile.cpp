@@ -1,0 +1,199 @@
+// test_baseline_compile.cpp — the baseline and unfused kernels compile for sm_90a without a GPU,
+// with no register spills, and the host-side choices around them (variant names, supports(),
+// the unfused chunk plan) hold. NVRTC needs no device, so this runs on every machine.
+#include <doctest/doctest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "../../host/baseline.h"
+#include "../../host/ceilings.h"
+#include "../../host/compile.h"
+#include "../../host/unfused_cublas.h"
+#include "../../kernels/baseline/layout.h"
+
+using namespace gdpa;
+
+namespace {
+
+ProblemDesc variant(DType dtype, int head_dim, Activation act, MaskKind mask) {
+  ProblemDesc p;
+  p.dtype = dtype;
+  p.head_dim = head_dim;
+  p.activation = act;
+  p.mask = mask;
+  p.cu_seqlens_q = {0, 100, 300};
+  p.cu_seqlens_k = {0, 100, 300};
+  return p;
+}
+
+// Representative variants: both dtypes, both head dims, an MUFU activation, an erf one, an ALU
+// polynomial, a piecewise one, and every mask kind.
+std::vector<ProblemDesc> representative_variants() {
+  return {variant(kBF16, 128, kFastGelu, kMaskNone), variant(kFP16, 64, kGelu, kMaskCausal),
+          variant(kBF16, 64, kSilu, kMaskWindow), variant(kFP16, 128, kGeluPoly, kMaskCausal),
+          variant(kBF16, 128, kReluSquare, kMaskWindow)};
+}
+
+// ptxas -v prints "N bytes spill stores, M bytes spill loads" per function; any non-zero count is
+// a spill. Returns the first offending line, or "" when there is none.
+std::string first_spill(const std::string& log) {
+  static const std::regex spill("([1-9][0-9]*) bytes spill (stores|loads)");
+  std::smatch m;
+  return std::regex_search(log, m, spill) ? m.str(0) : std::string();
+}
+
+void compile_all(const std::vector<KernelSource>& sources) {
+  for (KernelSource src : sources) {
+    src.options.push_back("-Xptxas=-v");  // registers and spills into the log
+    CAPTURE(src.name_expression);
+    const CompiledKernel k = compile_kernel(src, 90);
+    CHECK(!k.cubin.empty());
+    CHECK(!k.lowered_name.empty());
+    // The ptxas report must be there (a cached entry keeps its log), or the spill check is void.
+    REQUIRE_MESSAGE(k.log.find("registers") != std::string::npos, "no ptxas report in: ", k.log);
+    CHECK_MESSAGE(first_spill(k.log).empty(), src.name_expression, " spills: ", first_spill(k.log));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("baseline kernel names are the documented name expressions") {
+  ProblemDesc p = variant(kFP16, 64, kSilu, kMaskWindow);  // <1,64,10,2>
+  const std::vector<KernelSource> fwd = baseline_kernel_sources(p, false);
+  REQUIRE(fwd.size() == 1);
+  CHECK(fwd[0].file == "kernels/baseline/gdpa_fwd.cu");
+  CHECK(fwd[0].name_expression == "gdpa::baseline_fwd<1,64,10,2>");
+  const std::vector<KernelSource> bwd = baseline_kernel_sources(p, true);
+  REQUIRE(bwd.size() == 3);
+  CHECK(bwd[1].file == "kernels/baseline/gdpa_bwd.cu");
+  CHECK(bwd[1].name_expression == "gdpa::baseline_bwd_dkdv<1,64,10,2>");
+  CHECK(bwd[2].name_expression == "gdpa::baseline_bwd_dq<1,64,10,2>");
+
+  const std::vector<KernelSource> un = unfused_kernel_sources(p, true);
+  REQUIRE(un.size() == 4);
+  CHECK(un[0].name_expression == "gdpa::unfused_gather<64>");
+  CHECK(un[1].name_expression == "gdpa::unfused_scatter<64>");
+  CHECK(un[2].name_expression == "gdpa::unfused_act<1,10,2>");
+  CHECK(un[3].name_expression == "gdpa::unfused_act_bwd<1,10,2>");
+  CHECK(unfused_kernel_sources(p, false).size() == 3);
+}
+
+TEST_CASE("baseline forward variants compile for sm_90a without spills") {
+  for (const ProblemDesc& p : representative_variants()) compile_all(baseline_kernel_sources(p, false));
+}
+
+TEST_CASE("baseline backward variants compile for sm_90a without spills") {
+  for (const ProblemDesc& p : representative_variants()) {
+    std::vector<KernelSource> s = baseline_kernel_sources(p, true);
+    s.erase(s.begin());  // the forward is covered above
+    compile_all(s);
+  }
+}
+
+TEST_CASE("unfused elementwise kernels compile for sm_90a") {
+  compile_all(unfused_kernel_sources(variant(kBF16, 128, kFastGelu, kMaskNone), true));
+  compile_all(unfused_kernel_sources(variant(kFP16, 64, kGeluTanh, kMaskWindow), true));
+}
+
+TEST_CASE("baseline supports() draws the documented lines") {
+  auto kernel = make_baseline_kernel();
+  CHECK(kernel->name() == "baseline");
+  std::string why;
+  ProblemDesc p = variant(kBF16, 128, kFastGelu, kMaskNone);
+  CHECK(kernel->supports(p, 90, true, &why));
+  CHECK(kernel->supports(p, 80, true, &why));  // 149 KB fits sm_80's 163 KB
+  CHECK_FALSE(kernel->supports(p, 75, false, &why));
+  CHECK(why.find("sm_80") != std::string::npos);
+  // sm_89 allows 99 KB per block: the D = 128 forward (85 KB) fits, the backward (149 KB) not.
+  CHECK(kernel->supports(p, 89, false, &why));
+  CHECK_FALSE(kernel->supports(p, 89, true, &why));
+  CHECK(why.find("shared memory") != std::string::npos);
+  CHECK(kernel->supports(variant(kBF16, 64, kFastGelu, kMaskNone), 89, true, &why));  // 85 KB
+
+  ProblemDesc d96 = variant(kBF16, 96, kFastGelu, kMaskNone);
+  CHECK_FALSE(kernel->supports(d96, 90, false, &why));
+  ProblemDesc shared = p;
+  shared.kv_index = {0, 0};
+  CHECK(kernel->supports(shared, 90, false, &why));
+  CHECK_FALSE(kernel->supports(shared, 90, true, &why));
+  CHECK(why.find("kv_index") != std::string::npos);
+}
+
+TEST_CASE("baseline shared-memory budget matches the kernels' layout") {
+  // Forward: Q and K/V tiles of 64 x (D + 4) floats and one 64 x 68 P tile.
+  CHECK(baseline::fwd_smem_bytes(128) == 4 * (2 * 64 * 132 + 64 * 68));
+  CHECK(baseline::fwd_smem_bytes(128) <= 2 * 114 * 1024);  // two CTAs per H100/H200 SM
+  CHECK(baseline::bwd_smem_bytes(128) == 4 * (4 * 64 * 132 + 64 * 68));
+  CHECK(baseline::bwd_smem_bytes(128) <= baseline_max_smem_optin(80));
+  CHECK(baseline::tiles_for(0) == 0);
+  CHECK(baseline::tiles_for(64) == 1);
+  CHECK(baseline::tiles_for(65) == 2);
+}
+
+TEST_CASE("unfused plan keeps every chunk under the memory budget") {
+  // The benchmark's largest self-attention set: 38 GB of bf16 scores if padded in one piece.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 4;
+  p.head_dim = 128;
+  std::vector<int> lens(1152, 2048);
+  p.cu_seqlens_q = {0};
+  for (int l : lens) p.cu_seqlens_q.push_back(p.cu_seqlens_q.back() + l);
+  p.cu_seqlens_k = p.cu_seqlens_q;
+  const size_t budget = kUnfusedDefaultBudget;
+  for (bool backward : {false, true}) {
+    CAPTURE(backward);
+    const UnfusedPlan plan = plan_unfused(p, backward, budget);
+    CHECK(plan.lq == 2048);
+    CHECK(plan.lk == 2048);
+    CHECK(plan.lk_ld == 2048);
+    REQUIRE(plan.chunk >= 1);
+    CHECK(plan.chunk < 1152);  // it must actually chunk
+    CHECK(plan.total_bytes() <= budget);
+    CHECK(plan.bytes_per_sequence * size_t(plan.chunk + 1) > budget);  // and use the budget
+    // Scores dominate: S (and dP) of 4 heads x 2048 x 2048 bf16 per sequence.
+    const size_t scores = size_t(4) * 2048 * 2048 * 2 * (backward ? 2 : 1);
+    CHECK(plan.bytes_per_sequence > scores);
+  }
+  // A budget below one sequence still makes progress one sequence at a time; a huge one takes all.
+  CHECK(plan_unfused(p, false, 1).chunk == 1);
+  CHECK(plan_unfused(p, true, size_t(1) << 50).chunk == 1152);
+
+  // Odd key lengths get 16-byte score rows.
+  ProblemDesc odd = p;
+  odd.cu_seqlens_q = {0, 5, 8};
+  odd.cu_seqlens_k = {0, 37, 38};
+  const UnfusedPlan small = plan_unfused(odd, false, budget);
+  CHECK(small.lq == 5);
+  CHECK(small.lk == 37);
+  CHECK(small.lk_ld == 40);
+  CHECK(small.chunk == 2);
+}
+
+TEST_CASE("unfused supports() and name") {
+  auto kernel = make_unfused_cublas_kernel();
+  CHECK(kernel->name() == "unfused-cublas");
+  std::string why;
+  ProblemDesc p = variant(kBF16, 128, kFastGelu, kMaskCausal);
+  CHECK(kernel->supports(p, 90, true, &why));
+  CHECK_FALSE(kernel->supports(p, 75, false, &why));
+  p.kv_index = {1, 0};
+  CHECK(kernel->supports(p, 90, false, &why));
+  CHECK_FALSE(kernel->supports(p, 90, true, &why));
+}
+
+TEST_CASE("ceiling statistics: median, min and max of the per-rep rates") {
+  const double odd[] = {3.0, 1.0, 2.0};
+  const CeilingStats a = summarize_rates(odd, 3);
+  CHECK(a.median == 2.0);
+  CHECK(a.min == 1.0);
+  CHECK(a.max == 3.0);
+  CHECK(a.reps == 3);
+  const double even[] = {10.0, 4.0, 6.0, 1.0};
+  const CeilingStats b = summarize_rates(even, 4);
+  CHECK(b.median == 5.0);  // mean of the middle two
+  CHECK(b.min == 1.0);
+  CHECK(b.max == 10.0);
+  CHECK_THROWS(summarize_rates(even, 0));
+}

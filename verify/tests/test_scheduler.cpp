@@ -1,0 +1,193 @@
+// test_scheduler.cpp — tile lists and load balance of host/scheduler.h.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <tuple>
+
+#include "../../host/generator.h"
+#include "../../host/scheduler.h"
+
+using namespace gdpa;
+
+namespace {
+
+const SchedulePolicy kPolicies[] = {SchedulePolicy::kGridOrder, SchedulePolicy::kLongestFirst,
+                                    SchedulePolicy::kZigzag};
+
+ProblemDesc with_lengths(const std::vector<int>& lq, const std::vector<int>& lk, int heads_q = 4,
+                         int heads_kv = 4) {
+  ProblemDesc p;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.cu_seqlens_q = offsets_from_lengths(lq);
+  p.cu_seqlens_k = offsets_from_lengths(lk);
+  return p;
+}
+
+auto key(const WorkTile& t) { return std::make_tuple(t.batch, t.head, t.block, t.work); }
+
+std::vector<WorkTile> sorted_by_key(std::vector<WorkTile> v) {
+  std::sort(v.begin(), v.end(), [](const WorkTile& a, const WorkTile& b) { return key(a) < key(b); });
+  return v;
+}
+
+bool same_tiles(const std::vector<WorkTile>& a, const std::vector<WorkTile>& b) {
+  const auto x = sorted_by_key(a), y = sorted_by_key(b);
+  return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(),
+                                            [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); });
+}
+
+// The per-block work of head 0 of sequence b, in block order.
+std::vector<int> works_of(const std::vector<WorkTile>& tiles, int b) {
+  std::vector<int> w;
+  for (const WorkTile& t : tiles)
+    if (t.batch == b && t.head == 0) w.push_back(t.work);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("forward tiles: counts, grid order, no tile for Lq = 0") {
+  const ProblemDesc p = with_lengths({0, 1, 128, 129, 300}, {10, 10, 300, 300, 300});
+  const auto tiles = build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 132);
+  CHECK(tiles.size() == size_t((0 + 1 + 1 + 2 + 3) * 4));
+  CHECK(std::none_of(tiles.begin(), tiles.end(), [](const WorkTile& t) { return t.batch == 0; }));
+  // (batch, head, block) nested.
+  CHECK(key(tiles[0]) == std::make_tuple(1, 0, 0, 1));
+  CHECK(key(tiles[1]) == std::make_tuple(1, 1, 0, 1));
+  CHECK(key(tiles[4]) == std::make_tuple(2, 0, 0, 3));
+  CHECK(key(tiles[8]) == std::make_tuple(3, 0, 0, 3));
+  CHECK(key(tiles[9]) == std::make_tuple(3, 0, 1, 3));
+  CHECK(key(tiles[10]) == std::make_tuple(3, 1, 0, 3));
+  CHECK(key(tiles.back()) == std::make_tuple(4, 3, 2, 3));
+}
+
+TEST_CASE("forward tiles: masks reduce work; a tile that sees no key still exists") {
+  ProblemDesc p = with_lengths({300}, {300});
+  CHECK(works_of(build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 8), 0) == std::vector<int>{3, 3, 3});
+  p.mask = kMaskCausal;
+  CHECK(works_of(build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 8), 0) == std::vector<int>{1, 2, 3});
+  CHECK(works_of(build_forward_tiles(p, 128, 64, SchedulePolicy::kGridOrder, 8), 0) == std::vector<int>{2, 4, 5});
+  p.mask = kMaskWindow;
+  p.window_left = 0;
+  p.window_right = 0;  // the diagonal only
+  CHECK(works_of(build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 8), 0) == std::vector<int>{1, 1, 1});
+  CHECK(works_of(build_forward_tiles(p, 128, 96, SchedulePolicy::kGridOrder, 8), 0) == std::vector<int>{2, 2, 2});
+
+  // Causal with Lq > Lk (bottom-right diagonal): the first 200 query rows see no key at all.
+  ProblemDesc q = with_lengths({300}, {100});
+  q.mask = kMaskCausal;
+  const auto tiles = build_forward_tiles(q, 128, 64, SchedulePolicy::kGridOrder, 8);
+  CHECK(works_of(tiles, 0) == std::vector<int>{0, 1, 2});
+  CHECK(tile_cost(tiles[0]) == 1);
+  // Lk = 0: every query tile writes zeros.
+  const auto empty_k = build_forward_tiles(with_lengths({100}, {0}), 64, 64, SchedulePolicy::kZigzag, 8);
+  CHECK(empty_k.size() == 2 * 4);
+  CHECK(std::all_of(empty_k.begin(), empty_k.end(), [](const WorkTile& t) { return t.work == 0; }));
+}
+
+TEST_CASE("backward tiles: KV tiles, group factor, masks, Lq = 0") {
+  ProblemDesc p = with_lengths({300, 0, 50}, {300, 70, 0}, 4, 2);  // group 2
+  auto tiles = build_backward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 8);
+  CHECK(tiles.size() == size_t((3 + 1 + 0) * 2));
+  CHECK(works_of(tiles, 0) == std::vector<int>{6, 6, 6});  // 3 query tiles x 2 heads
+  CHECK(works_of(tiles, 1) == std::vector<int>{0});        // Lq = 0: still writes zero dK, dV
+  CHECK(key(tiles[3]) == std::make_tuple(0, 1, 0, 6));     // (batch, KV head, block) nested
+  p.mask = kMaskCausal;
+  tiles = build_backward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 8);
+  CHECK(works_of(tiles, 0) == std::vector<int>{6, 4, 2});
+  p.kv_index = {0, 0, 0};
+  CHECK_THROWS_AS(build_backward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 8), ProblemError);
+}
+
+TEST_CASE("every policy lists every tile exactly once") {
+  ProblemDesc p = make_problem(BatchShape{300, 1024, 0.5, 0}, 21);
+  p.mask = kMaskCausal;
+  for (bool backward : {false, true}) {
+    const auto grid = backward ? build_backward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 132)
+                               : build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 132);
+    for (SchedulePolicy policy : kPolicies) {
+      for (int sms : {1, 7, 132, 100000}) {
+        INFO("backward " << backward << " policy " << schedule_policy_name(policy) << " sms " << sms);
+        const auto tiles = backward ? build_backward_tiles(p, 128, 128, policy, sms)
+                                    : build_forward_tiles(p, 128, 128, policy, sms);
+        CHECK(same_tiles(tiles, grid));
+      }
+    }
+  }
+}
+
+TEST_CASE("longest-first is a stable descending sort by cost") {
+  ProblemDesc p = make_problem(BatchShape{64, 512, 0.5, 0}, 4);
+  const auto grid = build_forward_tiles(p, 64, 64, SchedulePolicy::kGridOrder, 16);
+  const auto lf = build_forward_tiles(p, 64, 64, SchedulePolicy::kLongestFirst, 16);
+  auto expected = grid;
+  std::stable_sort(expected.begin(), expected.end(),
+                   [](const WorkTile& a, const WorkTile& b) { return tile_cost(a) > tile_cost(b); });
+  REQUIRE(lf.size() == expected.size());
+  for (size_t i = 0; i < lf.size(); ++i) CHECK(key(lf[i]) == key(expected[i]));
+}
+
+TEST_CASE("zigzag deals the sorted list in snake order under the striding contract") {
+  ProblemDesc p = make_problem(BatchShape{50, 1024, 0.5, 0}, 8);
+  const int W = 7;
+  const auto sorted = build_forward_tiles(p, 128, 128, SchedulePolicy::kLongestFirst, W);
+  const auto zz = build_forward_tiles(p, 128, 128, SchedulePolicy::kZigzag, W);
+  REQUIRE(zz.size() == sorted.size());
+  const size_t full_rounds = zz.size() / W;
+  REQUIRE(full_rounds >= 2);
+  for (size_t r = 0; r < full_rounds; ++r)
+    for (size_t w = 0; w < size_t(W); ++w) {
+      // Worker w's r-th tile is zz[r * W + w] (CTA w strides by the grid).
+      const size_t from = r * W + (r % 2 == 0 ? w : W - 1 - w);
+      CHECK(key(zz[r * W + w]) == key(sorted[from]));
+    }
+}
+
+TEST_CASE("per_sm_load sums costs under the striding contract") {
+  const std::vector<WorkTile> tiles = {{0, 0, 0, 5}, {0, 0, 1, 0}, {0, 0, 2, 1}, {0, 0, 3, 3}};
+  const LoadStats s = per_sm_load(tiles, 2);  // worker 0: 5 + 1, worker 1: 1 (work 0 costs 1) + 3
+  CHECK(s.max_work == 6);
+  CHECK(s.mean_work == 5);
+  CHECK(s.max_over_mean == doctest::Approx(1.2));
+  CHECK(per_sm_load({}, 4).max_over_mean == 1.0);
+  CHECK(per_sm_load(tiles, 8).max_over_mean == doctest::Approx(5.0 / (10.0 / 8)));  // idle workers count
+  CHECK(persistent_grid(3, 132) == 3);
+  CHECK(persistent_grid(1000, 132) == 132);
+}
+
+TEST_CASE("zigzag balances the seed's jagged batch; grid order does not") {
+  // B = 1152, L = 1024, s = 0.5, 4 heads, 128 x 128 tiles, 132 SMs (H100 SXM).
+  ProblemDesc p = make_problem(BatchShape{1152, 1024, 0.5, 0}, 2024);
+  for (MaskKind mask : {kMaskNone, kMaskCausal}) {
+    p.mask = mask;
+    INFO("mask " << int(mask));
+    const LoadStats grid = per_sm_load(build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 132), 132);
+    const LoadStats zz = per_sm_load(build_forward_tiles(p, 128, 128, SchedulePolicy::kZigzag, 132), 132);
+    const LoadStats bwd = per_sm_load(build_backward_tiles(p, 128, 128, SchedulePolicy::kZigzag, 132), 132);
+    INFO("max/mean: grid " << grid.max_over_mean << ", zigzag " << zz.max_over_mean << ", backward zigzag "
+                           << bwd.max_over_mean);
+    CHECK(zz.max_over_mean < 1.01);
+    CHECK(bwd.max_over_mean < 1.01);
+    CHECK(grid.max_over_mean > zz.max_over_mean + 0.02);
+  }
+}
+
+TEST_CASE("building 74k tiles takes milliseconds") {
+  const ProblemDesc p = make_problem(BatchShape{1152, 2048, 1.0, 0}, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto tiles = build_forward_tiles(p, 128, 128, SchedulePolicy::kZigzag, 132);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(tiles.size() == size_t(1152) * 4 * 16);
+  CHECK(ms < 500.0);  // generous: a shared CI core; typically a few ms
+}
+
+TEST_CASE("scheduler arguments and policy names") {
+  const ProblemDesc p = with_lengths({10}, {10});
+  CHECK_THROWS_AS(build_forward_tiles(p, 0, 128, SchedulePolicy::kGridOrder, 8), ProblemError);
+  CHECK_THROWS_AS(build_backward_tiles(p, 128, -1, SchedulePolicy::kGridOrder, 8), ProblemError);
+  CHECK_THROWS_AS(build_forward_tiles(p, 128, 128, SchedulePolicy::kZigzag, 0), ProblemError);
+  for (SchedulePolicy policy : kPolicies) CHECK(parse_schedule_policy(schedule_policy_name(policy)) == policy);
+  CHECK_THROWS_AS(parse_schedule_policy("random"), ProblemError);
+}
