@@ -51,7 +51,7 @@ $(BUILD)/gdpa_tests: $(TEST_OBJ) $(BUILD)/libgdpa.a
 # Test objects need doctest's header, which `deps-test` provides.
 $(TEST_OBJ): | deps-test
 
-test: deps-test $(BUILD)/gdpa_tests
+test: deps-test deps-sass $(BUILD)/gdpa_tests
 	$(BUILD)/gdpa_tests
 
 run: $(BUILD)/gdpa

@@ -521,8 +521,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       // Declared per step on purpose: the first wgmma of each product passes its accumulator as
       // "+f" although scale-d = 0 ignores it; a fresh (undefined) array keeps the compiler from
       // carrying the previous step's values, which would hold 96 more registers for nothing.
-      float s_acc[32], dp_acc[32], dq[32];
+      // The dQ job reuses s_acc (dead once dS^T is formed): ptxas gives every wgmma accumulator
+      // array its own aligned register block, so a separate array would cost 32 registers.
+      float s_acc[32], dp_acc[32];
       unsigned pk[16], dsk[16];
+      float(&dq)[32] = s_acc;
 
       // 1-2: the two transposed score products.
       consumer_wait(bars->qdo[qs], qc.phase());
