@@ -1,15 +1,20 @@
 // reference.cpp — GDPA forward and backward on the CPU, in fp64 (see reference.h for the modes).
 //
-// Loop shape: one worker owns one (sequence, head) item and walks its query rows one at a time.
-// K (and V for dP) are gathered transposed, [dim][Lk], so the logits of a row are D unit-stride
-// updates over j (s[j] += q[d] * Kt[d][j]); the compiler vectorises them, and each S[i,j] is still
-// the plain sum over d = 0..D-1 in order. V and K are also kept row-major, [Lk][dim], for the
-// products that run over j (O += P V, dQ += dS K), which are unit-stride over d.
+// Loop shape: one worker owns one item and walks its query rows. K (and V, for dP) are gathered
+// transposed, [dim][Lk], so the logits of a row are unit-stride updates over j that the compiler
+// vectorises, while each S[i, j] stays the plain sum over d = 0..D-1 in order. V and K are also
+// kept row-major, [Lk][dim], for the products that run over j (O += P V, dQ += dS K), and the
+// backward hands dK/dV rows the contributions of four query rows per pass. Every blocking keeps
+// each output's summation order fixed (d, j or (head, row) ascending), so results do not depend
+// on blocking or threads. Built without FMA contraction (plain -O2 on x86-64), the emulation
+// tests can re-derive the emulated outputs bit for bit.
 #include "reference.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -123,28 +128,104 @@ void allowed_hull(const ProblemDesc& p, int len_q, int len_k, int i, int* first,
   *last_excl = hi;
 }
 
-}  // namespace ref_detail
+// Two doubles in one SSE2 / NEON register. g++ -O2 does not vectorise loops whose trip count is
+// unknown (its "very cheap" cost model), so the hot loops say it themselves. Each lane performs
+// exactly the scalar multiply and add, so results equal the plain loops bit for bit.
+typedef double Vec2 __attribute__((vector_size(16)));
 
-using namespace ref_detail;
+static inline Vec2 load2(const double* p) {
+  Vec2 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void store2(double* p, Vec2 v) { std::memcpy(p, &v, sizeof v); }
+static inline Vec2 splat2(double x) { return Vec2{x, x}; }
 
-namespace {
-
-// s[j - lo] = sum_d x[d] * t[d][j] for j in [lo, hi), t stored [dim][len] (len = row length of t).
-void dot_row_transposed(const double* x, const double* t, int dim, int len, int lo, int hi,
-                        double* s) {
+void dot_transposed(const double* x, const double* t, int dim, int len, int lo, int hi,
+                    double* s) {
   const int n = hi - lo;
   std::fill(s, s + n, 0.0);
-  for (int d = 0; d < dim; ++d) {
+  int d = 0;
+  // Four d steps per pass over s, each still added in order d, d+1, d+2, d+3: s is loaded and
+  // stored a quarter as often and every S[i, j] is bit-identical to the plain loop.
+  for (; d + 4 <= dim; d += 4) {
+    const double x0 = x[d], x1 = x[d + 1], x2 = x[d + 2], x3 = x[d + 3];
+    const Vec2 v0 = splat2(x0), v1 = splat2(x1), v2 = splat2(x2), v3 = splat2(x3);
+    const double* t0 = t + int64_t(d) * len + lo;
+    const double* t1 = t0 + len;
+    const double* t2 = t1 + len;
+    const double* t3 = t2 + len;
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+      Vec2 a = load2(s + j), b = load2(s + j + 2);
+      a += v0 * load2(t0 + j);
+      b += v0 * load2(t0 + j + 2);
+      a += v1 * load2(t1 + j);
+      b += v1 * load2(t1 + j + 2);
+      a += v2 * load2(t2 + j);
+      b += v2 * load2(t2 + j + 2);
+      a += v3 * load2(t3 + j);
+      b += v3 * load2(t3 + j + 2);
+      store2(s + j, a);
+      store2(s + j + 2, b);
+    }
+    for (; j < n; ++j) {
+      double a = s[j];
+      a += x0 * t0[j];
+      a += x1 * t1[j];
+      a += x2 * t2[j];
+      a += x3 * t3[j];
+      s[j] = a;
+    }
+  }
+  for (; d < dim; ++d) {
     const double xd = x[d];
     const double* td = t + int64_t(d) * len + lo;
     for (int j = 0; j < n; ++j) s[j] += xd * td[j];
   }
 }
 
-// acc[d] += w * row[d]
-inline void axpy(double w, const double* row, int dim, double* acc) {
-  for (int d = 0; d < dim; ++d) acc[d] += w * row[d];
+void accumulate_rows(const double* w, const double* const* rows, int n, int dim, double* acc) {
+  int r = 0;
+  for (; r + 4 <= n; r += 4) {
+    const double w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
+    const Vec2 v0 = splat2(w0), v1 = splat2(w1), v2 = splat2(w2), v3 = splat2(w3);
+    const double *r0 = rows[r], *r1 = rows[r + 1], *r2 = rows[r + 2], *r3 = rows[r + 3];
+    int d = 0;
+    for (; d + 4 <= dim; d += 4) {
+      Vec2 a = load2(acc + d), b = load2(acc + d + 2);
+      a += v0 * load2(r0 + d);
+      b += v0 * load2(r0 + d + 2);
+      a += v1 * load2(r1 + d);
+      b += v1 * load2(r1 + d + 2);
+      a += v2 * load2(r2 + d);
+      b += v2 * load2(r2 + d + 2);
+      a += v3 * load2(r3 + d);
+      b += v3 * load2(r3 + d + 2);
+      store2(acc + d, a);
+      store2(acc + d + 2, b);
+    }
+    for (; d < dim; ++d) {
+      double a = acc[d];
+      a += w0 * r0[d];
+      a += w1 * r1[d];
+      a += w2 * r2[d];
+      a += w3 * r3[d];
+      acc[d] = a;
+    }
+  }
+  for (; r < n; ++r) {
+    const double wr = w[r];
+    const double* rr = rows[r];
+    for (int d = 0; d < dim; ++d) acc[d] += wr * rr[d];
+  }
 }
+
+}  // namespace ref_detail
+
+using namespace ref_detail;
+
+namespace {
 
 void load_row(const float* src, int64_t row, int heads, int dim, int head, double* dst) {
   const float* r = src + row * heads * dim + int64_t(head) * dim;
@@ -158,132 +239,180 @@ void store_row(const double* acc, int dim, RefMode mode, int dtype, double* dst)
     dst[d] = mode == RefMode::kExact ? acc[d] : double(round_io(dtype, float(acc[d])));
 }
 
-// P for one allowed (i, j), from the fp64 dot product of its Q and K rows.
-//   kExact: out_scale * f(logit_scale * dot), all fp64.
-//   kEmulateKernel: the kernel holds S in fp32 (its MMA accumulator, then an fp32 multiply by
-//   logit_scale), evaluates the fp32 activation it compiles (act_f_rt), multiplies by out_scale in
-//   fp32, and rounds P to the io dtype because the PV tensor-core product reads it in that type.
-//   kFastGeluBf16: the kernels pair key columns (j, j+1) in one bf16x2 instruction, but every
-//   packed lane is computed independently, so the elementwise act_f_rt (which emulates the bf16
-//   rounding of that mode) gives the same value as the pair form; a test holds this.
-struct PointwiseForward {
+// The pointwise step of one allowed (i, j): P (and for the backward dS) from the fp64 dot products
+// S_dot = Q_i . K_j and dP_dot = dO_i . V_j.
+//   kExact: P = out_scale f(logit_scale S_dot), dS = logit_scale out_scale f'(.) dP_dot, in fp64.
+//   kEmulateKernel: the kernel holds S and dP as fp32 MMA results (S then multiplied by logit_scale
+//   in fp32), runs the fp32 activation it compiles (act_f_rt / act_df_rt), multiplies by out_scale
+//   in fp32, and rounds P and dS to the io dtype because the next tensor-core products read them
+//   in that type. dS is formed as (logit_scale * out_scale) * f'(S) * dP, both scales folded into
+//   one fp32 constant first (the natural kernel form; another order moves dS by an fp32 ulp, far
+//   below its io rounding).
+//   kFastGeluBf16: the kernels evaluate key columns (j, j+1), j even, in one bf16x2 instruction;
+//   each packed lane is computed independently, so the elementwise act_f_rt (which runs the same
+//   emulated bf16 steps on one lane) gives the pair form's value (a test holds this).
+struct Pointwise {
   int act, dtype;
-  double ls, os;
-  float ls_f, os_f;
   RefMode mode;
-  double p(double dot) const {
-    if (mode == RefMode::kExact) return os * act_f_exact(act, ls * dot);
-    const float s = float(dot) * ls_f;
+  double ls, os;
+  float ls_f, os_f, scale_f;
+  Pointwise(const ProblemDesc& p, RefMode m)
+      : act(p.activation), dtype(p.dtype), mode(m), ls(p.logit_scale), os(p.out_scale),
+        ls_f(p.logit_scale), os_f(p.out_scale), scale_f(p.logit_scale * p.out_scale) {}
+
+  double p(double s_dot) const {
+    if (mode == RefMode::kExact) return os * act_f_exact(act, ls * s_dot);
+    const float s = float(s_dot) * ls_f;
     return double(round_io(dtype, os_f * act_f_rt(act, s)));
+  }
+  double ds(double s_dot, double dp_dot) const {
+    if (mode == RefMode::kExact) return ls * os * act_df_exact(act, ls * s_dot) * dp_dot;
+    const float s = float(s_dot) * ls_f;
+    return double(round_io(dtype, scale_f * act_df_rt(act, s) * float(dp_dot)));
   }
 };
 
+bool allowed(const ProblemDesc& p, int i, int j, int len_q, int len_k) {
+  return mask_allowed(p.mask, i, j, len_q, len_k, p.window_left, p.window_right);
+}
+
 void forward_item(const ProblemDesc& p, const float* q, const float* k, const float* v, RefMode mode,
-                  double* out, const WorkItem& item, std::vector<double>& scratch) {
+                  double* out, const WorkItem& item, std::vector<double>& scratch,
+                  std::vector<const double*>& rows) {
   const int b = item.batch, h = item.head, D = p.head_dim;
   const int hk = h / p.group();
   const int len_q = p.len_q(b), len_k = p.len_k(b);
   const int q0 = p.q_begin(b), k0 = p.k_begin(b);
+  const size_t kd = size_t(len_k) * D;
 
-  scratch.resize(size_t(len_k) * D * 2 + size_t(len_k) + 2 * size_t(D));
-  double* kt = scratch.data();                       // [D][Lk]
-  double* vr = kt + size_t(len_k) * D;               // [Lk][D]
-  double* s = vr + size_t(len_k) * D;                // [Lk] one row of logits
-  double* qrow = s + len_k;                          // [D]
-  double* acc = qrow + D;                            // [D]
+  scratch.resize(2 * kd + 2 * size_t(len_k) + 2 * size_t(D));
+  double* kt = scratch.data();  // [D][Lk]
+  double* vr = kt + kd;         // [Lk][D]
+  double* s = vr + kd;          // [Lk] one row of logits
+  double* w = s + len_k;        // [Lk] P of the allowed keys of that row
+  double* qrow = w + len_k;     // [D]
+  double* acc = qrow + D;       // [D]
+  rows.resize(size_t(len_k));
   gather_head(k, p.heads_kv, D, hk, k0, len_k, /*transposed=*/true, kt);
   gather_head(v, p.heads_kv, D, hk, k0, len_k, /*transposed=*/false, vr);
 
-  const PointwiseForward pw{p.activation, p.dtype, p.logit_scale, p.out_scale,
-                            p.logit_scale, p.out_scale, mode};
+  const Pointwise pw(p, mode);
   for (int i = 0; i < len_q; ++i) {
     std::fill(acc, acc + D, 0.0);
     int lo, hi;
     allowed_hull(p, len_q, len_k, i, &lo, &hi);
     if (lo < hi) {
       load_row(q, q0 + i, p.heads_q, D, h, qrow);
-      dot_row_transposed(qrow, kt, D, len_k, lo, hi, s);
+      dot_transposed(qrow, kt, D, len_k, lo, hi, s);
+      int n = 0;
       for (int j = lo; j < hi; ++j) {
-        // Disallowed pairs contribute exactly zero (spec 2): skipped, not multiplied by 0,
-        // so a non-finite V row outside the mask cannot reach this row.
-        if (!mask_allowed(p.mask, i, j, len_q, len_k, p.window_left, p.window_right)) continue;
-        axpy(pw.p(s[j - lo]), vr + size_t(j) * D, D, acc);
+        // A disallowed pair contributes exactly zero (spec 2): it is skipped, not multiplied by
+        // 0, so a non-finite V row the mask hides cannot reach this row.
+        if (!allowed(p, i, j, len_q, len_k)) continue;
+        w[n] = pw.p(s[j - lo]);
+        rows[size_t(n++)] = vr + size_t(j) * D;
       }
+      accumulate_rows(w, rows.data(), n, D, acc);
     }
     store_row(acc, D, mode, p.dtype, out + (int64_t(q0) + i) * p.q_row() + int64_t(h) * D);
   }
 }
 
+// Query rows per backward step: dK and dV rows receive the contributions of this many query rows
+// in one pass (in ascending row order), so the [Lk][D] accumulators stream through the cache a
+// quarter as often.
+constexpr int kRowBlock = 4;
+
 void backward_item(const ProblemDesc& p, const float* q, const float* k, const float* v,
                    const float* dout, RefMode mode, double* dq, double* dk, double* dv,
-                   const WorkItem& item, std::vector<double>& scratch) {
+                   const WorkItem& item, std::vector<double>& scratch,
+                   std::vector<const double*>& rows) {
   // One item is a whole KV head of one sequence with the G query heads that read it, so dK and
   // dV are summed over the group inside one worker: no races, and a fixed summation order
   // (heads ascending, then query rows ascending) that makes results independent of threads.
   const int b = item.batch, hk = item.head, D = p.head_dim, G = p.group();
   const int len_q = p.len_q(b), len_k = p.len_k(b);
   const int q0 = p.q_begin(b), k0 = p.k_begin(b);
-  const size_t kd = size_t(len_k) * D;
+  const size_t kd = size_t(len_k) * D, R = kRowBlock;
 
-  scratch.resize(5 * kd + 2 * size_t(len_k) + 3 * size_t(D));
-  double* kt = scratch.data();  // [D][Lk]
-  double* kr = kt + kd;         // [Lk][D]
-  double* vt = kr + kd;         // [D][Lk]
-  double* dk_acc = vt + kd;     // [Lk][D]
-  double* dv_acc = dk_acc + kd; // [Lk][D]
-  double* s = dv_acc + kd;      // [Lk]
-  double* dp = s + len_k;       // [Lk]
-  double* qrow = dp + len_k;    // [D]
-  double* dorow = qrow + D;     // [D]
-  double* dq_acc = dorow + D;   // [D]
+  const size_t nw = std::max(size_t(len_k), 2 * R);
+  scratch.resize(5 * kd + 2 * R * size_t(len_k) + nw + 3 * R * size_t(D));
+  double* kt = scratch.data();        // [D][Lk]
+  double* kr = kt + kd;               // [Lk][D]
+  double* vt = kr + kd;               // [D][Lk]
+  double* dk_acc = vt + kd;           // [Lk][D]
+  double* dv_acc = dk_acc + kd;       // [Lk][D]
+  double* s = dv_acc + kd;            // [R][Lk] logits, then dS, of the block's rows
+  double* dp = s + R * len_k;         // [R][Lk] dP, then P
+  double* wbuf = dp + R * len_k;      // [nw] weights for accumulate_rows
+  double* qrows = wbuf + nw;          // [R][D]
+  double* dorows = qrows + R * D;     // [R][D]
+  double* dq_acc = dorows + R * D;    // [R][D]
+  rows.resize(nw);
   gather_head(k, p.heads_kv, D, hk, k0, len_k, true, kt);
   gather_head(k, p.heads_kv, D, hk, k0, len_k, false, kr);
   gather_head(v, p.heads_kv, D, hk, k0, len_k, true, vt);
   std::fill(dk_acc, dk_acc + 2 * kd, 0.0);
 
-  const int act = p.activation, dtype = p.dtype;
-  const double ls = p.logit_scale, os = p.out_scale;
-  // The kernels fold both scales into one fp32 constant before the epilogue of dS.
-  const float ls_f = p.logit_scale, os_f = p.out_scale, scale_f = ls_f * os_f;
-
+  const Pointwise pw(p, mode);
   for (int h = hk * G; h < (hk + 1) * G; ++h) {
-    for (int i = 0; i < len_q; ++i) {
-      std::fill(dq_acc, dq_acc + D, 0.0);
-      int lo, hi;
-      allowed_hull(p, len_q, len_k, i, &lo, &hi);
-      if (lo < hi) {
-        load_row(q, q0 + i, p.heads_q, D, h, qrow);
-        load_row(dout, q0 + i, p.heads_q, D, h, dorow);
-        dot_row_transposed(qrow, kt, D, len_k, lo, hi, s);
-        dot_row_transposed(dorow, vt, D, len_k, lo, hi, dp);
-        for (int j = lo; j < hi; ++j) {
-          if (!mask_allowed(p.mask, i, j, len_q, len_k, p.window_left, p.window_right)) continue;
-          double pj, dsj;
-          if (mode == RefMode::kExact) {
-            const double sj = ls * s[j - lo];
-            pj = os * act_f_exact(act, sj);
-            dsj = ls * os * act_df_exact(act, sj) * dp[j - lo];
-          } else {
-            // Emulation: S and dP are fp32 MMA results; P (for dV) and dS (for dQ and dK) are
-            // rounded to the io dtype because they are tensor-core operands; dS is formed in fp32
-            // as (logit_scale * out_scale) * f'(S) * dP, the kernels' order.
-            const float sj = float(s[j - lo]) * ls_f;
-            const float dpj = float(dp[j - lo]);
-            pj = double(round_io(dtype, os_f * act_f_rt(act, sj)));
-            dsj = double(round_io(dtype, scale_f * act_df_rt(act, sj) * dpj));
-          }
-          axpy(dsj, kr + size_t(j) * D, D, dq_acc);
-          axpy(dsj, qrow, D, dk_acc + size_t(j) * D);
-          axpy(pj, dorow, D, dv_acc + size_t(j) * D);
+    for (int i0 = 0; i0 < len_q; i0 += kRowBlock) {
+      const int nr = std::min(kRowBlock, len_q - i0);
+      int lo[kRowBlock], hi[kRowBlock];
+      int union_lo = len_k, union_hi = 0;
+      for (int r = 0; r < nr; ++r) {
+        const int i = i0 + r;
+        double* sr = s + size_t(r) * len_k;  // indexed by j directly within [lo, hi)
+        double* dpr = dp + size_t(r) * len_k;
+        double* dqr = dq_acc + size_t(r) * D;
+        std::fill(dqr, dqr + D, 0.0);
+        allowed_hull(p, len_q, len_k, i, &lo[r], &hi[r]);
+        if (lo[r] >= hi[r]) continue;
+        union_lo = std::min(union_lo, lo[r]);
+        union_hi = std::max(union_hi, hi[r]);
+        load_row(q, q0 + i, p.heads_q, D, h, qrows + size_t(r) * D);
+        load_row(dout, q0 + i, p.heads_q, D, h, dorows + size_t(r) * D);
+        dot_transposed(qrows + size_t(r) * D, kt, D, len_k, lo[r], hi[r], sr + lo[r]);
+        dot_transposed(dorows + size_t(r) * D, vt, D, len_k, lo[r], hi[r], dpr + lo[r]);
+        // Overwrite the dots in place: sr[j] becomes dS, dpr[j] becomes P.
+        int n = 0;
+        for (int j = lo[r]; j < hi[r]; ++j) {
+          if (!allowed(p, i, j, len_q, len_k)) continue;
+          const double pj = pw.p(sr[j]), dsj = pw.ds(sr[j], dpr[j]);
+          sr[j] = dsj;
+          dpr[j] = pj;
+          wbuf[n] = dsj;
+          rows[size_t(n++)] = kr + size_t(j) * D;
         }
+        accumulate_rows(wbuf, rows.data(), n, D, dqr);  // dQ_i = sum_j dS K_j, j ascending
       }
-      store_row(dq_acc, D, mode, dtype, dq + (int64_t(q0) + i) * p.q_row() + int64_t(h) * D);
+      // dK_j += sum_r dS[r, j] Q_r and dV_j += sum_r P[r, j] dO_r, rows in ascending order.
+      for (int j = union_lo; j < union_hi; ++j) {
+        int n = 0;
+        double* wk = wbuf;
+        double* wv = wbuf + R;
+        const double** rk = rows.data();
+        const double** rv = rows.data() + R;
+        for (int r = 0; r < nr; ++r) {
+          if (j < lo[r] || j >= hi[r] || !allowed(p, i0 + r, j, len_q, len_k)) continue;
+          wk[n] = s[size_t(r) * len_k + j];
+          wv[n] = dp[size_t(r) * len_k + j];
+          rk[n] = qrows + size_t(r) * D;
+          rv[n] = dorows + size_t(r) * D;
+          ++n;
+        }
+        accumulate_rows(wk, rk, n, D, dk_acc + size_t(j) * D);
+        accumulate_rows(wv, rv, n, D, dv_acc + size_t(j) * D);
+      }
+      for (int r = 0; r < nr; ++r)
+        store_row(dq_acc + size_t(r) * D, D, mode, p.dtype,
+                  dq + (int64_t(q0) + i0 + r) * p.q_row() + int64_t(h) * D);
     }
   }
   for (int j = 0; j < len_k; ++j) {
     const int64_t off = (int64_t(k0) + j) * p.k_row() + int64_t(hk) * D;
-    store_row(dk_acc + size_t(j) * D, D, mode, dtype, dk + off);
-    store_row(dv_acc + size_t(j) * D, D, mode, dtype, dv + off);
+    store_row(dk_acc + size_t(j) * D, D, mode, p.dtype, dk + off);
+    store_row(dv_acc + size_t(j) * D, D, mode, p.dtype, dv + off);
   }
 }
 
@@ -291,6 +420,12 @@ void backward_item(const ProblemDesc& p, const float* q, const float* k, const f
 double item_cost(const ProblemDesc& p, int b) {
   return double(p.len_q(b)) * p.len_k(b) + p.len_q(b) + p.len_k(b);
 }
+
+// Per-worker scratch, reused across that worker's items.
+struct Scratch {
+  std::vector<double> values;
+  std::vector<const double*> rows;
+};
 
 }  // namespace
 
@@ -304,9 +439,10 @@ void reference_forward(const ProblemDesc& p, const float* q, const float* k, con
     for (int h = 0; h < p.heads_q; ++h) items.push_back({b, h, item_cost(p, b)});
   }
   const int workers = worker_count(threads, items.size());
-  std::vector<std::vector<double>> scratch(size_t(std::max(workers, 1)));
+  std::vector<Scratch> scratch(size_t(std::max(workers, 1)));
   run_longest_first(items, workers, [&](const WorkItem& it, int w) {
-    forward_item(p, q, k, v, mode, out, it, scratch[size_t(w)]);
+    Scratch& sc = scratch[size_t(w)];
+    forward_item(p, q, k, v, mode, out, it, sc.values, sc.rows);
   });
 }
 
@@ -323,9 +459,10 @@ void reference_backward(const ProblemDesc& p, const float* q, const float* k, co
       items.push_back({b, hk, item_cost(p, b) * p.group()});
   }
   const int workers = worker_count(threads, items.size());
-  std::vector<std::vector<double>> scratch(size_t(std::max(workers, 1)));
+  std::vector<Scratch> scratch(size_t(std::max(workers, 1)));
   run_longest_first(items, workers, [&](const WorkItem& it, int w) {
-    backward_item(p, q, k, v, dout, mode, dq, dk, dv, it, scratch[size_t(w)]);
+    Scratch& sc = scratch[size_t(w)];
+    backward_item(p, q, k, v, dout, mode, dq, dk, dv, it, sc.values, sc.rows);
   });
 }
 

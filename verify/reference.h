@@ -70,6 +70,14 @@ std::vector<int> selected_batches(const ProblemDesc& p, const std::vector<int>* 
 void gather_head(const float* src, int heads, int dim, int head, int row_begin, int len,
                  bool transposed, double* dst);
 
+// s[j - lo] = sum_d x[d] * t[d * len + j] for j in [lo, hi), summed over d in ascending order.
+// t is a transposed head ([dim][len]), so the work is unit-stride over j and vectorises.
+void dot_transposed(const double* x, const double* t, int dim, int len, int lo, int hi, double* s);
+
+// acc[d] += w[0] * rows[0][d], then w[1] * rows[1][d], ... in that order: the same value as n
+// successive axpys, with acc read and written once per group of rows instead of once per row.
+void accumulate_rows(const double* w, const double* const* rows, int n, int dim, double* acc);
+
 // [*first, *last_excl): the smallest key interval containing every j with mask_allowed(i, j).
 // Found with mask_allowed itself, so the reference never trusts the range helpers the kernels
 // use to skip tiles (a bug there must show up as a mismatch, not be copied).

@@ -14,7 +14,8 @@ using namespace ref_detail;
 namespace {
 
 void softmax_item(const ProblemDesc& p, const float* q, const float* k, const float* v,
-                  RefMode mode, double* out, const WorkItem& item, std::vector<double>& scratch) {
+                  RefMode mode, double* out, const WorkItem& item, std::vector<double>& scratch,
+                  std::vector<const double*>& rows) {
   const int b = item.batch, h = item.head, D = p.head_dim;
   const int hk = h / p.group();
   const int len_q = p.len_q(b), len_k = p.len_k(b);
@@ -27,6 +28,7 @@ void softmax_item(const ProblemDesc& p, const float* q, const float* k, const fl
   double* w = s + len_k;                // [Lk] weights of one row
   double* qrow = w + len_k;             // [D]
   double* acc = qrow + D;               // [D]
+  rows.resize(size_t(len_k));
   gather_head(k, p.heads_kv, D, hk, k0, len_k, true, kt);
   gather_head(v, p.heads_kv, D, hk, k0, len_k, false, vr);
 
@@ -44,12 +46,9 @@ void softmax_item(const ProblemDesc& p, const float* q, const float* k, const fl
     bool any = false;
     if (lo < hi) {
       for (int d = 0; d < D; ++d) qrow[d] = q[(int64_t(q0) + i) * p.q_row() + int64_t(h) * D + d];
-      // Same loop as reference.cpp: s[j] = sum_d q[d] * Kt[d][j], unit stride over j.
-      std::fill(s, s + (hi - lo), 0.0);
-      for (int d = 0; d < D; ++d)
-        for (int j = lo; j < hi; ++j) s[j - lo] += qrow[d] * kt[int64_t(d) * len_k + j];
-      // Row max over the allowed logits (a plain comparison, so a NaN logit is not dropped: it
-      // reaches exp() below and poisons the row, as the spec wants for non-finite inputs).
+      dot_transposed(qrow, kt, D, len_k, lo, hi, s);
+      // Row max over the allowed logits. A NaN logit never wins the comparison, but it still
+      // reaches exp() below and poisons the row, as the spec wants for non-finite inputs.
       double m = -INFINITY;
       for (int j = lo; j < hi; ++j) {
         if (!allowed(j)) continue;
@@ -59,6 +58,7 @@ void softmax_item(const ProblemDesc& p, const float* q, const float* k, const fl
         if (x > m) m = x;
       }
       double l = 0;
+      int n = 0;
       for (int j = lo; j < hi; ++j) {
         if (!allowed(j)) continue;
         double pj;
@@ -70,14 +70,10 @@ void softmax_item(const ProblemDesc& p, const float* q, const float* k, const fl
           l += pf;
           pj = double(round_io(p.dtype, pf));
         }
-        w[j - lo] = pj;
+        w[n] = pj;
+        rows[size_t(n++)] = vr + size_t(j) * D;
       }
-      for (int j = lo; j < hi; ++j) {
-        if (!allowed(j)) continue;
-        const double pj = w[j - lo];
-        const double* vj = vr + size_t(j) * D;
-        for (int d = 0; d < D; ++d) acc[d] += pj * vj[d];
-      }
+      accumulate_rows(w, rows.data(), n, D, acc);
       if (any) {
         if (exact) {
           for (int d = 0; d < D; ++d) acc[d] /= l;
@@ -104,9 +100,10 @@ void reference_softmax_forward(const ProblemDesc& p, const float* q, const float
     for (int h = 0; h < p.heads_q; ++h) items.push_back({b, h, cost});
   }
   const int workers = worker_count(threads, items.size());
-  std::vector<std::vector<double>> scratch(size_t(std::max(workers, 1)));
+  std::vector<std::vector<double>> values(size_t(std::max(workers, 1)));
+  std::vector<std::vector<const double*>> rows(values.size());
   run_longest_first(items, workers, [&](const WorkItem& it, int w) {
-    softmax_item(p, q, k, v, mode, out, it, scratch[size_t(w)]);
+    softmax_item(p, q, k, v, mode, out, it, values[size_t(w)], rows[size_t(w)]);
   });
 }
 

@@ -122,11 +122,21 @@ __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& 
 // The two-stage rings and the resident K / V, all on mbarriers (pipeline.cuh's protocol): full =
 // 1 producer arrival + TMA bytes, empty = one arrival per consumer warp (8). The dS exchange
 // buffers: full = empty = one arrival per consumer warp of both warpgroups (8).
+// What the writer needs to know about the dQ job in staging buffer cw: written by thread 0 of
+// consumer warpgroup cw before its DqFull arrival, read by the writer after its DqFull sync.
+struct DqJobHeader {
+  float* dst;    // the job's 4096-float block of the accumulator
+  int* sem;      // deterministic mode: the (slot, head) semaphore
+  int expected;  // ... and the count to wait for (KV tiles of the group ahead of ours)
+  int pad;
+};
+
 struct BwdBarriers {
   SlotBarriers k, v;
   SlotBarriers qdo[kBwdQStages];
   unsigned long long ds_full[kBwdDsStages];
   unsigned long long ds_empty[kBwdDsStages];
+  DqJobHeader dq_job[kBwdConsumerWarpgroups];
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -203,40 +213,32 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
   atomicAdd(sem, 1);
 }
 
+// The warp runs with the producer warpgroup's 24 registers, so it decodes nothing per job: it
+// only counts steps (bwd_tile's step count, the same as the consumers') to know how many jobs come
+// and from which staging buffer, and takes addresses and semaphores from the job headers.
 template <int D, int MASK>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char* smem) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
+  auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const bool leader = ptx::lane_id() == 0;
   int step = 0;  // the consumers' CTA-lifetime step counter, reproduced
+#pragma unroll 1
   for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
-    const BwdTile t = bwd_tile<MASK>(p, it);
-    if (t.empty()) continue;
-    const int slot0 = dq_slot_begin(t.q_seq_row, t.batch);
-    const int kv_block = t.n0 / kBwdBlockN;
-    for (int ls = 0; ls < t.steps; ++ls, ++step) {
-      const BwdStep st = bwd_step(t, p, ls);
-      const long long block = (long long)(slot0 + st.m) * p.heads_q + st.head;  // (slot, head)
-      if (p.deterministic) {
-        if (leader) {
-          // KV tiles [first / BlockN, ...) see this query tile (mask_key_range is exact for a
-          // rectangle, the same relation bwd_tile used the other way round), so the tiles before
-          // ours number kv_block - first / BlockN, and they add in increasing KV order.
-          int first, last;
-          const int r0 = st.m * kBwdBlockM;
-          mask_key_range(MASK, r0, min(r0 + kBwdBlockM, t.len_q), t.len_q, t.len_k, p.window_left, p.window_right,
-                         &first, &last);
-          semaphore_wait(p.semaphores + block, kv_block - first / kBwdBlockN);
-        }
-        __syncwarp();
-      }
+    const int steps = bwd_tile<MASK>(p, it).steps;
+#pragma unroll 1
+    for (int ls = 0; ls < steps; ++ls, ++step) {
+      int* sem = nullptr;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        const int owner = (step + c) & 1;
+        const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
         ptx::named_barrier_sync(kBarDqFull + owner, kBarDqThreads);  // staging(owner) holds the job
         if (leader) {
-          const float* src = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
-          ptx::bulk_reduce_add_f32(p.dq_accum + block * (kChunks * kBwdDqJobFloats) + c * kBwdDqJobFloats, src,
+          const DqJobHeader h = bars->dq_job[owner];
+          // Both chunks of a step belong to the same (slot, head): one wait, one release.
+          if (c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
+          sem = h.sem;
+          ptx::bulk_reduce_add_f32(h.dst, reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes),
                                    kBwdDqJobBytes);
           ptx::bulk_commit_group();
         }
@@ -244,7 +246,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
       if (leader) {
         if (p.deterministic) {
           ptx::bulk_wait_group<0>();  // the adds have landed in global memory, not just left smem
-          semaphore_release(p.semaphores + block);
+          semaphore_release(sem);
         } else {
           ptx::bulk_wait_group_read<0>();  // staging may be overwritten
         }
@@ -308,57 +310,47 @@ __device__ __forceinline__ void act_f_df2(float x0, float x1, float* f0, float* 
   }
 }
 
-// Pass 1, as soon as S^T has landed (dP^T is still in flight): P^T = act(logit_scale S^T) packed
-// to the io dtype, and s := act'(logit_scale S^T) in place. Fragment row = key (key0 + row),
-// column = query (query0 + col). MASKED: disallowed entries get P = 0, and bit 2i+e of *keep says
-// whether element (pair i, lane e) is allowed, so pass 2 needs no compares. A thread's pairs sit
-// on two keys only (rows g and g + 8 of its warp's 16), so the mask is two query intervals.
+// S^T, dP^T (fp32 accumulators of 64 keys x 64 queries) -> P^T = act(logit_scale S^T) and
+// dS^T = act'(logit_scale S^T) dP^T, packed to the io dtype in place of the accumulators (ptxas
+// puts each packed array in the register block of the accumulator it replaces). Fragment row =
+// key (key0 + row), column = query (query0 + col). MASKED: disallowed entries are SELECTED to 0
+// (never multiplied: a garbage logit or dP of another sequence's row may be Inf or NaN). A
+// thread's pairs sit on two keys only (rows g and g + 8 of its warp's 16), so its mask is two
+// query intervals (bwd_query_interval): one subtract and one unsigned compare per element.
+//
+// One pass after both products landed, rather than the activation under the dP^T product: the
+// overlapped form keeps act' (32 fp32) and P^T (16) live next to dP^T, 16 registers more than the
+// 240 a consumer has at D = 128. The other consumer warpgroup's GEMMs fill the tensor cores.
 template <int DTYPE, int ACT, int MASK, bool MASKED>
-__device__ __forceinline__ void st_to_p(float (&s)[32], unsigned (&pk)[16], unsigned* keep, float logit_scale,
-                                        const FragThread& f, int key0, int query0, const MaskBounds& mb) {
-  unsigned bits = 0;
-  int lo[2] = {0, 0}, count[2] = {0, 0};  // per key row (i & 1): allowed queries minus query0
+__device__ __forceinline__ void scores_to_p_ds(const float (&s)[32], const float (&dp)[32], unsigned (&pk)[16],
+                                               unsigned (&dsk)[16], float logit_scale, const FragThread& f,
+                                               int key0, int query0, const MaskBounds& mb) {
+  int lo[2] = {0, 0}, count[2] = {0, 0};  // per key row (pair i & 1): allowed queries, shifted
   if constexpr (MASKED) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       bwd_query_interval(MASK, key0 + pair_row(f, e), mb.len_q, mb.len_k, mb.window_left, mb.window_right, &lo[e],
                          &count[e]);
-      lo[e] -= query0 + 2 * f.t;  // so that lane 0 of pair i tests column 8 (i / 2) against it
+      // pair_col(f, i) = 8 (i / 2) + 2 t, so query - lo = 8 (i / 2) - (lo - query0 - 2 t).
+      lo[e] -= query0 + 2 * f.t;
     }
   }
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     float f0, f1, d0, d1;
     act_f_df2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &f0, &f1, &d0, &d1);
+    float g0 = d0 * dp[2 * i], g1 = d1 * dp[2 * i + 1];
     if constexpr (MASKED) {
-      // pair_col(f, i) = 8 (i / 2) + 2 t: query - lo = 8 (i / 2) - lo' with lo' = lo - query0 - 2t.
       const int c = 8 * (i >> 1) - lo[i & 1];
       const bool a0 = unsigned(c) < unsigned(count[i & 1]);
       const bool a1 = unsigned(c + 1) < unsigned(count[i & 1]);
       f0 = a0 ? f0 : 0.0f;
       f1 = a1 ? f1 : 0.0f;
-      bits |= (unsigned(a0) << (2 * i)) | (unsigned(a1) << (2 * i + 1));
+      g0 = a0 ? g0 : 0.0f;
+      g1 = a1 ? g1 : 0.0f;
     }
     pk[i] = pack2<DTYPE>(f0, f1);
-    s[2 * i] = d0;
-    s[2 * i + 1] = d1;
-  }
-  *keep = bits;
-}
-
-// Pass 2, once dP^T has landed: dS^T = act' * dP^T, zero (selected, not multiplied) where masked.
-template <int DTYPE, bool MASKED>
-__device__ __forceinline__ void ds_from_dp(const float (&df)[32], const float (&dp)[32], unsigned keep,
-                                           unsigned (&dsk)[16]) {
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    float a = df[2 * i] * dp[2 * i];
-    float b = df[2 * i + 1] * dp[2 * i + 1];
-    if constexpr (MASKED) {
-      a = ((keep >> (2 * i)) & 1u) ? a : 0.0f;
-      b = ((keep >> (2 * i + 1)) & 1u) ? b : 0.0f;
-    }
-    dsk[i] = pack2<DTYPE>(a, b);
+    dsk[i] = pack2<DTYPE>(g0, g1);
   }
 }
 
@@ -429,13 +421,15 @@ __device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, BwdB
 //   but the first and once at exit (bwd_consumer), so arrivals and syncs pair up in order. A new
 //   generation can only start after the previous completed, because our k-th DqFull arrival needs
 //   the writer's (k-1)-th DqEmpty arrival first and vice versa.
+template <class HeaderFn>
 __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_job, int j, int cw, int* jobs,
-                                              BwdBarriers* bars, float* staging) {
+                                              BwdBarriers* bars, float* staging, HeaderFn header) {
   __syncwarp();
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
   if (!has_job) return;
   if (*jobs > 0) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);  // the writer read the last job
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
+  if (tid == 0) bars->dq_job[cw] = header();  // ordered for the writer by the DqFull barrier below
   float4* dst = reinterpret_cast<float4*>(staging);
 #pragma unroll
   for (int k = 0; k < 8; ++k)  // dq_frag_index: registers 4k..4k+3 at float4 [k][tid]
@@ -451,16 +445,17 @@ __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_jo
 //
 // One step t (p = t % kBwdDsStages), in issue order:
 //   1  wait Q/dO(t) full (and K, V at the first step of a tile)
-//   2  S^T = K Q^T, commit; dP^T = V dO^T, commit
-//   3  wait S^T: P^T, act' (pass 1) while dP^T runs
-//   4  wait dP^T (release V after the tile's last one): dS^T (pass 2)
+//   2  S^T = K Q^T and dP^T = V dO^T, one commit group
+//   3  wait it
+//   4  P^T and dS^T from the two accumulators (scores_to_p_ds), packed in registers
 //   5  dS exchange: wait ds_empty[p], store our dS^T half, fence.proxy.async, arrive ds_full[p]
 //   6  dV += P^T dO, dK += dS^T Q (RS), commit   (dS^T was stored first: A registers of an
 //      in-flight wgmma must not even be read)
 //   7  dQ job: step t-1 (kBwdDeferDq, not at a tile's first step) or step t: wait ds_full, 8
 //      wgmmas, commit
 //   8  wait all: release Q/dO(t); dq job: arrive ds_empty, stage for the writer
-// With kBwdDeferDq the tile ends with the dQ job of its last step, then K is released.
+// After the last step V is released; with kBwdDeferDq the tile then runs the dQ job of its last
+// step; then K is released, and dK, dV are stored.
 //
 // dS exchange protocol: buffer p is reused every kBwdDsStages steps. Its "empty" phase for use u
 // completes when all 8 consumer warps have arrived after use u's dQ job (a warpgroup without a job
@@ -479,9 +474,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
   const long long k_stride = (long long)p.heads_kv * D;  // elements between consecutive key rows
 
-  PipeCounter<kBwdQStages> qc;
   PipeCounter<1> kvc;
-  int step = 0;  // CTA-lifetime step counter: dS buffer and dQ owner (the writer keeps the same)
+  // CTA-lifetime step counter: dS buffer, dQ owner (the writer keeps the same count) and Q/dO ring
+  // position (one slot per step, so the producer's ring counter equals it too).
+  int step = 0;
   int jobs = 0;  // dQ jobs this warpgroup has staged
   float dv[D / 2], dk[D / 2];  // live for a whole work tile
 
@@ -490,12 +486,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
     const int key0 = t.n0 + 64 * cw;  // sequence-local key of this warpgroup's fragment row 0
     // Row 0 of this warpgroup's 64 keys in dK / dV; computed where used, not kept live across the
     // steps (registers are the consumer's scarcest resource).
-    auto out_rows = [&](void* grad) {
-      return static_cast<unsigned short*>(grad) + (long long)(t.k_row + 64 * cw) * k_stride + (long long)t.kv_head * D;
+    // The epilogue re-reads the tile record instead, so k_row is not live across the steps.
+    auto out_rows = [&](void* grad, int k_row, int kv_head) {
+      return static_cast<unsigned short*>(grad) + (long long)(k_row + 64 * cw) * k_stride + (long long)kv_head * D;
     };
     if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
-      store_zero_rows<D>(out_rows(p.dk), k_stride, t.len_k - key0, f);
-      store_zero_rows<D>(out_rows(p.dv), k_stride, t.len_k - key0, f);
+      store_zero_rows<D>(out_rows(p.dk, t.k_row, t.kv_head), k_stride, t.len_k - key0, f);
+      store_zero_rows<D>(out_rows(p.dv, t.k_row, t.kv_head), k_stride, t.len_k - key0, f);
       continue;
     }
     const unsigned kv_phase = kvc.phase();
@@ -507,6 +504,30 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
     ptx::fence_operand(dv);
     ptx::fence_operand(dk);
 
+    // The header of the dQ job of step `job_ls` of this tile, column chunk `chunk` (bwd_config.h
+    // for the block layout; the semaphore count as in the writer's comment).
+    const int slot0 = dq_slot_begin(t.q_seq_row, t.batch);  // dQ slot of query tile 0
+    auto job_header = [&](int job_ls, int chunk) {
+      const BwdStep js = bwd_step(t, p, job_ls);
+      const long long block = (long long)(slot0 + js.m) * p.heads_q + js.head;
+      DqJobHeader h;
+      h.dst = p.dq_accum + (block * (D / kBwdDqCols) + chunk) * kBwdDqJobFloats;
+      h.sem = p.semaphores + block;
+      h.expected = 0;
+      h.pad = 0;
+      if (p.deterministic) {
+        // KV tiles [first / BlockN, ...) see query tile m (mask_key_range is exact for a rectangle:
+        // the same relation bwd_tile uses the other way round), so n - first / BlockN tiles of the
+        // group add before ours, in increasing KV order.
+        int first, last;
+        const int r0 = js.m * kBwdBlockM;
+        mask_key_range(MASK, r0, min(r0 + kBwdBlockM, t.len_q), t.len_q, t.len_k, p.window_left, p.window_right,
+                       &first, &last);
+        h.expected = t.n0 / kBwdBlockN - first / kBwdBlockN;
+      }
+      return h;
+    };
+
     // One step; HAS_DQ = false only for the first step of a tile in the deferred mode (no earlier
     // step to finish). Two straight-line instantiations instead of a branch around the dQ issue:
     // with a wgmma group in flight across that branch ptxas serializes every wgmma and spills.
@@ -515,7 +536,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       constexpr bool kHasDq = decltype(has_dq)::value;
       const BwdStep st = bwd_step(t, p, ls);
       const int query0 = st.m * kBwdBlockM;
-      const int qs = qc.stage();
+      const int qs = step % kBwdQStages;
       const unsigned q_tile = base + plan.q_off + qs * plan.q_bytes;
       const unsigned do_tile = base + plan.do_off + qs * plan.q_bytes;
       // Declared per step on purpose: the first wgmma of each product passes its accumulator as
@@ -527,34 +548,25 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       unsigned pk[16], dsk[16];
       float(&dq)[32] = s_acc;
 
-      // 1-2: the two transposed score products.
-      consumer_wait(bars->qdo[qs], qc.phase());
-      if (ls == 0) consumer_wait(bars->k, kv_phase);
+      // 1-2: the two transposed score products, one commit group.
+      consumer_wait(bars->qdo[qs], unsigned(step / kBwdQStages) & 1u);
+      if (ls == 0) {
+        consumer_wait(bars->k, kv_phase);
+        consumer_wait(bars->v, kv_phase);
+      }
       ptx::wgmma_fence();
       issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
-      ptx::wgmma_commit();
-      if (ls == 0) consumer_wait(bars->v, kv_phase);
       issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
       ptx::wgmma_commit();
 
-      // 3: the activation under the dP^T product.
-      ptx::wgmma_wait<1>();
-      ptx::fence_operand(s_acc);
-      const bool masked = bwd_block_needs_mask<MASK>(key0, query0, t, p);
-      unsigned keep = 0;
-      if (masked)
-        st_to_p<DTYPE, ACT, MASK, true>(s_acc, pk, &keep, p.logit_scale, f, key0, query0, mb);
-      else
-        st_to_p<DTYPE, ACT, MASK, false>(s_acc, pk, &keep, p.logit_scale, f, key0, query0, mb);
-
-      // 4: dS^T.
+      // 3-4: P^T and dS^T.
       ptx::wgmma_wait<0>();
+      ptx::fence_operand(s_acc);
       ptx::fence_operand(dp_acc);
-      if (ls == t.steps - 1) consumer_release(bars->v);  // the tile's last reader of V is done
-      if (masked)
-        ds_from_dp<DTYPE, true>(s_acc, dp_acc, keep, dsk);
+      if (bwd_block_needs_mask<MASK>(key0, query0, t, p))
+        scores_to_p_ds<DTYPE, ACT, MASK, true>(s_acc, dp_acc, pk, dsk, p.logit_scale, f, key0, query0, mb);
       else
-        ds_from_dp<DTYPE, false>(s_acc, dp_acc, keep, dsk);
+        scores_to_p_ds<DTYPE, ACT, MASK, false>(s_acc, dp_acc, pk, dsk, p.logit_scale, f, key0, query0, mb);
 
       // 5: publish our half of dS^T(step).
       {
@@ -585,8 +597,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(dk);
       ptx::fence_operand(dq);
       consumer_release(bars->qdo[qs]);
-      qc.advance();
-      if (kHasDq) bwd_dq_finish(dq, chunk >= 0, dq_step, cw, &jobs, bars, staging);
+      if (kHasDq)
+        bwd_dq_finish(dq, chunk >= 0, dq_step, cw, &jobs, bars, staging,
+                      [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
     };
     for (; ls < t.steps; ++ls, ++step) {
       if (kDefer && ls == 0)
@@ -594,6 +607,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       else
         step_body(BoolConstant<true>{});
     }
+    consumer_release(bars->v);  // the last step's dP^T, V's last reader, has completed
 
     if constexpr (kDefer) {  // the last step's dQ job, while K is still resident
       float dq[32];
@@ -603,14 +617,17 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish(dq, chunk >= 0, step - 1, cw, &jobs, bars, staging);
+      bwd_dq_finish(dq, chunk >= 0, step - 1, cw, &jobs, bars, staging,
+                    [&] { return job_header(t.steps - 1, chunk); });
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
     kvc.advance();
 
     // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
-    store_rows<DTYPE, D>(dv, out_rows(p.dv), k_stride, t.len_k - key0, p.out_scale, f);
-    store_rows<DTYPE, D>(dk, out_rows(p.dk), k_stride, t.len_k - key0, p.logit_scale * p.out_scale, f);
+    const int4 w = reinterpret_cast<const int4*>(p.tiles)[it];  // {batch, KV head, KV tile, work}
+    const int k_row = p.cu_seqlens_k[w.x] + t.n0;
+    store_rows<DTYPE, D>(dv, out_rows(p.dv, k_row, w.y), k_stride, t.len_k - key0, p.out_scale, f);
+    store_rows<DTYPE, D>(dk, out_rows(p.dk, k_row, w.y), k_stride, t.len_k - key0, p.logit_scale * p.out_scale, f);
   }
   // Pairs the writer's DqEmpty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.

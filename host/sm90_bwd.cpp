@@ -1,0 +1,178 @@
+// sm90_bwd.cpp — launcher of the Hopper backward (kernels/sm90/gdpa_bwd.cu, dq_convert.cu).
+//
+// One backward is three stream operations:
+//   1. memset of the fp32 dQ accumulator (and of the semaphores in the deterministic mode),
+//   2. gdpa_bwd: persistent grid over the KV tiles; writes dK, dV, bulk-adds into the accumulator,
+//   3. gdpa_bwd_dq_convert: accumulator * logit_scale * out_scale -> dQ in the io dtype.
+// The accumulator uses the blocked per-query-tile layout of kernels/sm90/bwd_config.h.
+#include "sm90_bwd.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "../kernels/sm90/bwd_config.h"
+#include "device_problem.h"
+#include "tensor_map.h"
+
+namespace gdpa {
+
+// Rewrites a backward tile list so that every (sequence, KV head) has its KV tiles in increasing
+// KV index order, each group keeping the list positions it had (so the load balance of the policy
+// is kept up to the costs of a group's own tiles swapping places).
+//
+// Why the deterministic mode needs it: the CTA that owns KV tile n of (b, hk) spins until the
+// tiles of (b, hk) that come before it in KV order have added their dQ of the query tile. With
+// the persistent contract (CTA c runs positions c, c + grid, ... in order), a tile at round
+// r = position / grid can only wait on tiles of rounds <= r if positions increase with n. Then no
+// deadlock: all tiles of rounds < r finish (induction); inside round r each CTA holds one tile and
+// reaches it after its own earlier rounds, and waits only go to strictly smaller n of the same
+// group, so every chain of waits ends. Longest-first and zigzag orders break this (for a window
+// mask the tiles at a sequence's edges are cheaper than the middle ones, so they sort later).
+void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles) {
+  std::map<std::pair<int, int>, std::vector<size_t>> groups;  // (batch, head) -> positions, ascending
+  for (size_t i = 0; i < tiles.size(); ++i) groups[{tiles[i].batch, tiles[i].head}].push_back(i);
+  std::vector<WorkTile> members;
+  for (const auto& g : groups) {
+    members.clear();
+    for (size_t pos : g.second) members.push_back(tiles[pos]);
+    std::stable_sort(members.begin(), members.end(),
+                     [](const WorkTile& a, const WorkTile& b) { return a.block < b.block; });
+    for (size_t k = 0; k < members.size(); ++k) tiles[g.second[k]] = members[k];
+  }
+}
+
+namespace {
+
+int bwd_flags_of(const Sm90Options& o) { return o.bwd_flags < 0 ? sm90::kBwdDefaultFlags : o.bwd_flags; }
+
+std::string template_args(const ProblemDesc& p) {
+  return std::to_string(int(p.dtype)) + "," + std::to_string(p.head_dim);
+}
+
+KernelSource main_source(const ProblemDesc& p, int flags) {
+  KernelSource s;
+  s.file = "kernels/sm90/gdpa_bwd.cu";
+  s.name_expression = "gdpa::sm90::gdpa_bwd<" + template_args(p) + "," + std::to_string(int(p.activation)) + "," +
+                      std::to_string(int(p.mask)) + "," + std::to_string(flags) + ">";
+  return s;
+}
+
+KernelSource convert_source(const ProblemDesc& p) {
+  KernelSource s;
+  s.file = "kernels/sm90/dq_convert.cu";
+  s.name_expression = "gdpa::sm90::gdpa_bwd_dq_convert<" + template_args(p) + ">";
+  return s;
+}
+
+std::unique_ptr<Module> load(const KernelSource& src) {
+  const CompiledKernel ck = compile_kernel(src, 90);
+  return std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
+}
+
+class Sm90BackwardImpl final : public Sm90Backward {
+ public:
+  explicit Sm90BackwardImpl(const Sm90Options& o) : opt_(o) {}
+
+  void prepare(const ProblemDesc& p, const DeviceInfo& dev) override {
+    std::string why;
+    if (!sm90_backward_supports(p, &why)) throw ProblemError("sm90 backward: " + why);
+    const int flags = bwd_flags_of(opt_);
+    if (flags & ~sm90::kBwdAllFlags) throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
+    desc_ = p;
+    sms_ = dev.sm_count;
+    main_ = load(main_source(p, flags));
+    convert_ = load(convert_source(p));
+
+    std::vector<WorkTile> tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, sms_);
+    if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
+    num_tiles_ = int(tiles.size());
+    tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
+    if (!tiles.empty()) tiles_.upload(tiles);
+
+    slots_ = sm90::dq_num_slots(p.total_q(), p.batch());
+    const size_t acc_floats = size_t(slots_) * size_t(p.heads_q) * size_t(p.head_dim) * sm90::kBwdBlockM;
+    accum_ = DeviceBuffer(std::max<size_t>(16, acc_floats * sizeof(float)));
+    semaphores_ = DeviceBuffer(opt_.deterministic ? std::max<size_t>(16, size_t(slots_) * p.heads_q * sizeof(int)) : 16);
+
+    smem_ = size_t(sm90::bwd_smem_request(p.head_dim));
+    if (smem_ > size_t(dev.max_smem_optin))
+      throw CudaError("sm90 backward needs " + std::to_string(smem_) + " bytes of shared memory, the device allows " +
+                      std::to_string(dev.max_smem_optin));
+  }
+
+  void run(const DeviceTensors& t, CUstream stream) override {
+    if (!main_) throw CudaError("sm90 backward: run() before prepare()");
+    const ProblemDesc& p = desc_;
+    accum_.fill_u32(0u, stream);  // the kernel only adds (bulk reduce); dq_convert reads every slot
+    if (opt_.deterministic) semaphores_.fill_u32(0u, stream);
+
+    GdpaParams params = make_params(p, t);
+    params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
+    params.num_tiles = num_tiles_;
+    params.dq_accum = reinterpret_cast<float*>(accum_.ptr());
+    params.deterministic = opt_.deterministic ? 1 : 0;
+    params.semaphores = reinterpret_cast<int*>(semaphores_.ptr());
+
+    if (num_tiles_ > 0) {  // no KV rows at all: dK, dV are empty and dQ is all zeros
+      // An empty tensor has no map (a dimension of 0 is illegal); with total_q = 0 every tile has
+      // work 0 and never loads Q or dO, so a one-row map over the (non-null) buffer is never used.
+      const int64_t rows_q = std::max<int64_t>(p.total_q(), 1);
+      CUtensorMap tm_q = make_tensor_map_3d(t.q, p.dtype, rows_q, p.heads_q, p.head_dim, sm90::kBwdBlockM);
+      CUtensorMap tm_do = make_tensor_map_3d(t.dout, p.dtype, rows_q, p.heads_q, p.head_dim, sm90::kBwdBlockM);
+      CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kBwdBlockN);
+      CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kBwdBlockN);
+      LaunchShape shape;
+      shape.grid[0] = persistent_grid(size_t(num_tiles_), sms_);
+      shape.block[0] = sm90::kBwdThreads;
+      shape.dynamic_smem = smem_;
+      void* args[] = {&tm_q, &tm_k, &tm_v, &tm_do, &params};
+      launch(main_->function(), shape, stream, args);
+    }
+    if (p.total_q() > 0) {
+      LaunchShape shape;
+      shape.grid[0] = unsigned(slots_);
+      shape.grid[1] = unsigned(p.heads_q);
+      shape.block[0] = 128;
+      void* args[] = {&params};
+      launch(convert_->function(), shape, stream, args);
+    }
+  }
+
+ private:
+  Sm90Options opt_;
+  ProblemDesc desc_;
+  int sms_ = 0;
+  std::unique_ptr<Module> main_, convert_;
+  DeviceBuffer tiles_, accum_, semaphores_;
+  int num_tiles_ = 0;
+  long long slots_ = 0;
+  size_t smem_ = 0;
+};
+
+}  // namespace
+
+bool sm90_backward_supports(const ProblemDesc& p, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (p.head_dim != 64 && p.head_dim != 128)
+    return no("head_dim " + std::to_string(p.head_dim) + " is not supported by the sm90 backward (64, 128)");
+  if (p.dtype != kBF16 && p.dtype != kFP16) return no("the sm90 backward needs bf16 or fp16 inputs");
+  if (!p.kv_index.empty()) return no("kv_index (shared KV) is forward-only");
+  if (p.activation < 0 || p.activation >= kNumActivations) return no("unknown activation");
+  if (p.mask < 0 || p.mask >= kNumMaskKinds) return no("unknown mask");
+  return true;
+}
+
+std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt) {
+  return std::make_unique<Sm90BackwardImpl>(opt);
+}
+
+std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt) {
+  return {main_source(p, bwd_flags_of(opt)), convert_source(p)};
+}
+
+}  // namespace gdpa

@@ -1,0 +1,79 @@
+// dq_convert.cu — the last kernel of the Hopper backward: the fp32 dQ accumulator (the blocked
+// layout of bwd_config.h, filled by gdpa_bwd's bulk reduces) times logit_scale * out_scale (folded
+// out of dS, see gdpa_bwd.cu), rounded to the io dtype and written as the rows of the packed
+// [total_q, Hq, D] dQ.
+//
+// Launch (host/sm90_bwd.cpp): grid = (dq_num_slots(total_q, batch), Hq), block = 128 threads, no
+// dynamic shared memory. One CTA converts one (query tile slot, head): D / 64 blocks of 64 x 64.
+// Every row of every sequence belongs to exactly one slot, so every dQ element is written, also
+// those of sequences with Lk = 0 (their accumulator stayed at the memset's zeros); padding slots
+// (at most one per sequence) write nothing.
+#include "../common/params.h"
+#include "bwd_config.h"
+#include "fragments.cuh"
+
+namespace gdpa::sm90 {
+
+constexpr int kConvertThreads = 128;
+// Staging row of 64 io values (128 bytes) plus 16 bytes: the fragment-order stores below hit all 32
+// banks (row * 36 + 4k + t words: 4g + t differ across a warp), and rows stay 16-byte aligned for
+// the row-order reads.
+constexpr int kConvertRowBytes = 144;
+
+template <int DTYPE, int D>
+__global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __grid_constant__ GdpaParams p) {
+  static_assert(D % kBwdDqCols == 0, "head dim");
+  __shared__ __align__(16) unsigned char tile[kBwdBlockM * kConvertRowBytes];
+  const int slot = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
+
+  // The sequence owning the slot: the last b whose first slot is <= slot (slot starts are
+  // non-decreasing in b; sequences with Lq = 0 own no slot and are skipped by "last").
+  int lo = 0, hi = p.batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (dq_slot_begin(p.cu_seqlens_q[mid], mid) <= slot)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int b = lo;
+  const int q_begin = p.cu_seqlens_q[b];
+  const int len_q = p.cu_seqlens_q[b + 1] - q_begin;
+  const int m0 = (slot - dq_slot_begin(q_begin, b)) * kBwdBlockM;  // first sequence-local row
+  if (m0 >= len_q) return;                                         // a padding slot: no rows
+  const int rows = min(kBwdBlockM, len_q - m0);
+
+  const float scale = p.logit_scale * p.out_scale;
+  const long long row_stride = (long long)p.heads_q * D;  // elements
+  unsigned short* out = static_cast<unsigned short*>(p.dq) + (long long)(q_begin + m0) * row_stride + head * D;
+  const float* acc = p.dq_accum + dq_block_offset(slot, head, p.heads_q, 0, D);
+
+#pragma unroll 1
+  for (int c = 0; c < D / kBwdDqCols; ++c) {
+    // 1: coalesced float4 reads; thread tid reads exactly what consumer thread tid staged, so it
+    //    knows each value's (row, column) from the accumulator layout.
+    const float4* src = reinterpret_cast<const float4*>(acc + c * kBwdDqJobFloats);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float4 v = src[k * kConvertThreads + tid];
+      const int row = dq_frag_row(tid, 4 * k), col = dq_frag_col(tid, 4 * k);  // registers 4k, 4k+1
+      *reinterpret_cast<unsigned*>(tile + row * kConvertRowBytes + col * 2) = pack2<DTYPE>(v.x * scale, v.y * scale);
+      // registers 4k+2, 4k+3: the same columns, 8 rows down
+      *reinterpret_cast<unsigned*>(tile + (row + 8) * kConvertRowBytes + col * 2) =
+          pack2<DTYPE>(v.z * scale, v.w * scale);
+    }
+    __syncthreads();
+    // 2: 16-byte row-order stores, 8 threads per 128-byte row segment; rows past the sequence end
+    //    belong to the next sequence and are never written.
+#pragma unroll
+    for (int q = tid; q < kBwdBlockM * 8; q += kConvertThreads) {
+      const int row = q >> 3, part = q & 7;
+      if (row < rows)
+        *reinterpret_cast<uint4*>(out + row * row_stride + c * kBwdDqCols + part * 8) =
+            *reinterpret_cast<const uint4*>(tile + row * kConvertRowBytes + part * 16);
+    }
+    __syncthreads();  // the tile is rewritten by the next chunk
+  }
+}
+
+}  // namespace gdpa::sm90

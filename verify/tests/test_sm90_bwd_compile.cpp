@@ -1,0 +1,295 @@
+// test_sm90_bwd_compile.cpp — the Hopper backward without a GPU: its variants compile for sm_90a
+// through NVRTC with no register spill and no serialized wgmma, and the host-side facts the kernel
+// relies on hold (shared-memory plan, the dQ accumulator's slot and fragment layout, the mask
+// intervals, the exactness of the tile ranges and the tile order that keeps the deterministic mode
+// free of deadlocks). Correctness against the CPU reference is the GPU suite's job.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <regex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../../host/compile.h"
+#include "../../host/generator.h"
+#include "../../host/scheduler.h"
+#include "../../host/sm90_bwd.h"
+#include "../../kernels/common/masks.cuh"
+#include "../../kernels/sm90/bwd_config.h"
+
+namespace gdpa {
+// host/sm90_bwd.cpp: the deterministic mode's reordering of a tile list (not in sm90_bwd.h).
+void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles);
+}  // namespace gdpa
+
+using namespace gdpa;
+using namespace gdpa::sm90;
+
+namespace {
+
+ProblemDesc problem(DType dtype, int head_dim, Activation act, MaskKind mask, const std::vector<int>& lq,
+                    const std::vector<int>& lk, int heads_q = 4, int heads_kv = 2) {
+  ProblemDesc p;
+  p.dtype = dtype;
+  p.head_dim = head_dim;
+  p.activation = act;
+  p.mask = mask;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.cu_seqlens_q = offsets_from_lengths(lq);
+  p.cu_seqlens_k = offsets_from_lengths(lk);
+  return p;
+}
+
+std::string first_match(const std::string& log, const char* pattern) {
+  std::smatch m;
+  return std::regex_search(log, m, std::regex(pattern)) ? m.str(0) : std::string();
+}
+
+// Compiles every source for sm_90a with the ptxas report and checks what the report can show
+// without a GPU: no spill, and no wgmma serialization (C7510-C7519 "Potential Performance Loss").
+void compile_clean(const std::vector<KernelSource>& sources) {
+  for (KernelSource src : sources) {
+    src.options.push_back("-Xptxas=-v");
+    CAPTURE(src.name_expression);
+    const CompiledKernel k = compile_kernel(src, 90);
+    CHECK(!k.cubin.empty());
+    CHECK(!k.lowered_name.empty());
+    REQUIRE_MESSAGE(k.log.find("registers") != std::string::npos, "no ptxas report in: ", k.log);
+    const std::string spill = first_match(k.log, "[1-9][0-9]* bytes spill (stores|loads)");
+    CHECK_MESSAGE(spill.empty(), src.name_expression, " spills: ", spill);
+    const std::string serial = first_match(k.log, "Potential Performance Loss[^\n]*");
+    CHECK_MESSAGE(serial.empty(), src.name_expression, ": ", serial);
+  }
+}
+
+// Rounds (position / grid) of each (batch, head) group's tiles must not decrease with the KV tile
+// index: the deadlock-freedom condition of the deterministic mode (host/sm90_bwd.cpp).
+bool rounds_follow_kv_order(const std::vector<WorkTile>& tiles, int grid) {
+  for (size_t i = 0; i < tiles.size(); ++i)
+    for (size_t j = 0; j < tiles.size(); ++j)
+      if (tiles[i].batch == tiles[j].batch && tiles[i].head == tiles[j].head && tiles[i].block < tiles[j].block &&
+          i / size_t(grid) > j / size_t(grid))
+        return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("sm90 backward: variant names and support") {
+  ProblemDesc p = problem(kFP16, 64, kSilu, kMaskWindow, {100}, {100});
+  Sm90Options opt;
+  std::vector<KernelSource> src = sm90_backward_sources(p, opt);
+  REQUIRE(src.size() == 2);
+  CHECK(src[0].file == "kernels/sm90/gdpa_bwd.cu");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1>");  // default flags: kBwdDeferDq
+  CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
+  CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64>");
+  opt.bwd_flags = 0;
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,0>");
+
+  std::string why;
+  CHECK(sm90_backward_supports(p, &why));
+  p.head_dim = 96;
+  CHECK_FALSE(sm90_backward_supports(p, &why));
+  CHECK(why.find("96") != std::string::npos);
+  p.head_dim = 128;
+  p.kv_index = {0};
+  CHECK_FALSE(sm90_backward_supports(p, &why));
+  CHECK(why.find("forward-only") != std::string::npos);
+}
+
+TEST_CASE("sm90 backward: shared-memory plan") {
+  for (int d : {64, 128}) {
+    CAPTURE(d);
+    const BwdSmemPlan s = bwd_smem_plan(d);
+    for (int off : {s.k_off, s.v_off, s.q_off, s.do_off, s.ds_off, s.dq_off}) CHECK(off % 1024 == 0);
+    CHECK(s.q_bytes % 1024 == 0);
+    CHECK(s.ds_bytes == kBwdBlockN * 128);  // one 128-byte swizzle row (64 queries) per key
+    CHECK(s.v_off - s.k_off == kBwdBlockN * d * 2);
+    CHECK(s.bar_off - s.dq_off == 2 * kBwdDqJobBytes);
+    CHECK(s.bar_off % 8 == 0);
+    CHECK(bwd_smem_request(d) <= 227 * 1024);  // Hopper's per-block opt-in limit
+  }
+  CHECK(bwd_smem_request(128) > 190 * 1024);  // K, V, 2 x (Q, dO), 2 x dS^T, 2 x dQ staging
+}
+
+TEST_CASE("sm90 backward: dQ accumulator fragment layout is a bijection matching the wgmma layout") {
+  std::vector<int> seen_index(kBwdDqJobFloats, 0), seen_cell(kBwdDqJobFloats, 0);
+  for (int tid = 0; tid < 128; ++tid) {
+    for (int r = 0; r < 32; ++r) {
+      const int idx = dq_frag_index(tid, r), row = dq_frag_row(tid, r), col = dq_frag_col(tid, r);
+      REQUIRE(idx >= 0);
+      REQUIRE(idx < kBwdDqJobFloats);
+      REQUIRE(row >= 0);
+      REQUIRE(row < 64);
+      REQUIRE(col >= 0);
+      REQUIRE(col < 64);
+      ++seen_index[size_t(idx)];
+      ++seen_cell[size_t(row * 64 + col)];
+      // PTX ISA m64nNk16 accumulator: warp w rows 16w.., lane = 4g + t, register pairs along columns.
+      const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+      CHECK(row == 16 * w + g + ((r % 4) >= 2 ? 8 : 0));
+      CHECK(col == 8 * (r / 4) + 2 * t + r % 2);
+    }
+    // registers 4k..4k+3 form one float4 at [k][tid]: 16-byte aligned, consecutive threads adjacent
+    for (int k = 0; k < 8; ++k) CHECK(dq_frag_index(tid, 4 * k) == (k * 128 + tid) * 4);
+  }
+  CHECK(std::all_of(seen_index.begin(), seen_index.end(), [](int c) { return c == 1; }));
+  CHECK(std::all_of(seen_cell.begin(), seen_cell.end(), [](int c) { return c == 1; }));
+}
+
+TEST_CASE("sm90 backward: dQ slots of different sequences never overlap") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int batch = 1 + int(rng() % 9);
+    std::vector<int> lq(size_t(batch));
+    for (int& l : lq) l = (rng() % 4 == 0) ? 0 : int(rng() % 300);
+    const std::vector<int> cu = offsets_from_lengths(lq);
+    const long long slots = dq_num_slots(cu.back(), batch);
+    std::vector<int> owner(size_t(slots), -1);
+    for (int b = 0; b < batch; ++b) {
+      const int tiles = (lq[size_t(b)] + kBwdBlockM - 1) / kBwdBlockM;
+      for (int m = 0; m < tiles; ++m) {
+        const long long s = dq_slot_begin(cu[size_t(b)], b) + m;
+        REQUIRE(s >= 0);
+        REQUIRE(s < slots);
+        CHECK(owner[size_t(s)] == -1);
+        owner[size_t(s)] = b;
+      }
+    }
+    // dq_convert finds the owner as the last b whose first slot is <= s.
+    for (long long s = 0; s < slots; ++s) {
+      int b = 0;
+      for (int c = 0; c < batch; ++c)
+        if (dq_slot_begin(cu[size_t(c)], c) <= s) b = c;
+      if (owner[size_t(s)] >= 0) CHECK(owner[size_t(s)] == b);
+    }
+    CHECK(slots <= cu.back() / kBwdBlockM + batch);  // at most one padding slot per sequence
+  }
+  CHECK(dq_block_offset(3, 2, 4, 1, 128) == ((3 * 4 + 2) * 2 + 1) * 4096LL);
+}
+
+TEST_CASE("sm90 backward: the per-key query interval is exactly mask_allowed") {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int mask = int(rng() % 3);
+    const int lq = int(rng() % 90), lk = int(rng() % 90);
+    const int left = int(rng() % 40) - 10, right = int(rng() % 40) - 10;  // < 0: unbounded
+    for (int key = -2; key < lk + 3; ++key) {
+      int lo = 0, count = 0;
+      bwd_query_interval(mask, key, lq, lk, left, right, &lo, &count);
+      REQUIRE(count >= 0);
+      for (int q = -3; q < lq + 3; ++q) {
+        const bool inside = unsigned(q - lo) < unsigned(count);
+        CAPTURE(mask);
+        CAPTURE(lq);
+        CAPTURE(lk);
+        CAPTURE(left);
+        CAPTURE(right);
+        CAPTURE(key);
+        CAPTURE(q);
+        REQUIRE(inside == mask_allowed(mask, q, key, lq, lk, left, right));
+      }
+    }
+  }
+}
+
+// The deterministic mode's semaphore count assumes: KV tile n visits query tile m (the kernel's
+// mask_query_range) exactly when n lies in m's KV range (mask_key_range), and that range is
+// contiguous, so the contributors before n number n - first / BlockN. A mismatch would hang.
+TEST_CASE("sm90 backward: KV tile and query tile ranges describe the same pairs") {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int mask = int(rng() % 3);
+    const int lq = 1 + int(rng() % 700), lk = 1 + int(rng() % 700);
+    const int left = int(rng() % 300) - 50, right = int(rng() % 300) - 50;
+    const int mt = (lq + kBwdBlockM - 1) / kBwdBlockM, nt = (lk + kBwdBlockN - 1) / kBwdBlockN;
+    for (int n = 0; n < nt; ++n) {
+      int qlo, qhi;
+      mask_query_range(mask, n * kBwdBlockN, std::min(lk, (n + 1) * kBwdBlockN), lq, lk, left, right, &qlo, &qhi);
+      for (int m = 0; m < mt; ++m) {
+        const bool visits = qhi > qlo && m >= qlo / kBwdBlockM && m < (qhi + kBwdBlockM - 1) / kBwdBlockM;
+        int klo, khi;
+        mask_key_range(mask, m * kBwdBlockM, std::min(lq, (m + 1) * kBwdBlockM), lq, lk, left, right, &klo, &khi);
+        const bool in_range = khi > klo && n >= klo / kBwdBlockN && n < (khi + kBwdBlockN - 1) / kBwdBlockN;
+        // and both equal "some allowed pair in the rectangle"
+        bool any = false;
+        for (int i = m * kBwdBlockM; i < std::min(lq, (m + 1) * kBwdBlockM) && !any; ++i)
+          for (int j = n * kBwdBlockN; j < std::min(lk, (n + 1) * kBwdBlockN) && !any; ++j)
+            any = mask_allowed(mask, i, j, lq, lk, left, right);
+        CAPTURE(mask);
+        CAPTURE(lq);
+        CAPTURE(lk);
+        CAPTURE(left);
+        CAPTURE(right);
+        CAPTURE(n);
+        CAPTURE(m);
+        REQUIRE(visits == in_range);
+        REQUIRE(visits == any);
+      }
+    }
+  }
+}
+
+TEST_CASE("sm90 backward: deterministic tile order keeps every KV group in increasing rounds") {
+  // Window masks make the edge tiles of a sequence cheaper than the middle ones, so the zigzag
+  // (longest-first) list puts a group's tile 0 after its tile 1: the order the kernel could
+  // deadlock on. The reordering must fix it and keep the tiles and each group's positions.
+  ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskWindow, {2000, 1500, 900, 3000}, {2000, 1500, 900, 3000});
+  p.window_left = 200;
+  p.window_right = 100;
+  const int sms = 8;
+  std::vector<WorkTile> tiles = build_backward_tiles(p, kBwdBlockM, kBwdBlockN, SchedulePolicy::kZigzag, sms);
+  const int grid = int(persistent_grid(tiles.size(), sms));
+  CHECK_FALSE(rounds_follow_kv_order(tiles, grid));  // the hazard is real for this input
+  std::vector<WorkTile> fixed = tiles;
+  sm90_bwd_order_for_determinism(fixed);
+  CHECK(rounds_follow_kv_order(fixed, grid));
+  REQUIRE(fixed.size() == tiles.size());
+  for (size_t i = 0; i < tiles.size(); ++i) {  // same group at every position
+    CHECK(fixed[i].batch == tiles[i].batch);
+    CHECK(fixed[i].head == tiles[i].head);
+  }
+  std::multiset<std::tuple<int, int, int, int>> a, b;
+  for (const WorkTile& t : tiles) a.insert({t.batch, t.head, t.block, t.work});
+  for (const WorkTile& t : fixed) b.insert({t.batch, t.head, t.block, t.work});
+  CHECK(a == b);
+  // Orders that already follow KV order are left alone.
+  std::vector<WorkTile> grid_order = build_backward_tiles(p, kBwdBlockM, kBwdBlockN, SchedulePolicy::kGridOrder, sms);
+  std::vector<WorkTile> same = grid_order;
+  sm90_bwd_order_for_determinism(same);
+  for (size_t i = 0; i < same.size(); ++i) CHECK(same[i].block == grid_order[i].block);
+}
+
+TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
+  const std::vector<int> lens = {100, 300};
+  // Both dtypes and head dims, both flag settings, every mask; a MUFU activation, the ALU
+  // polynomial, the packed bf16 form, a sigmoid and a piecewise one.
+  const struct {
+    DType dtype;
+    int d;
+    Activation act;
+    MaskKind mask;
+    int flags;
+  } variants[] = {
+      {kBF16, 128, kFastGelu, kMaskNone, -1},    {kFP16, 64, kGeluPoly, kMaskCausal, -1},
+      {kBF16, 64, kSilu, kMaskWindow, 0},        {kFP16, 128, kReluSquare, kMaskWindow, -1},
+      {kBF16, 128, kFastGeluBf16, kMaskCausal, 0},
+  };
+  std::vector<KernelSource> sources;
+  for (const auto& v : variants) {
+    const ProblemDesc p = problem(v.dtype, v.d, v.act, v.mask, lens, lens);
+    Sm90Options opt;
+    opt.bwd_flags = v.flags;
+    for (const KernelSource& s : sm90_backward_sources(p, opt))
+      if (std::none_of(sources.begin(), sources.end(),
+                       [&](const KernelSource& o) { return o.name_expression == s.name_expression; }))
+        sources.push_back(s);
+  }
+  CHECK(sources.size() == 9);  // 5 main variants + dq_convert for 4 (dtype, D) pairs
+  compile_clean(sources);
+}
