@@ -22,7 +22,7 @@ step() {  # step NAME LIMIT_SECONDS command...
   printf '%-16s rc=%-3d %4ds  %s\n' "$name" "$rc" "$(( $(date +%s) - t0 ))" "$(tail -n 1 "$out/$name.log" | cut -c1-110)"
 }
 
-small="--batch 5 --len 300 --sparsity 0.5 --heads 2 --sample 5 --reps 3"
+small="--batch 5 --len 300 --sparsity 0.5 --heads 2 --sample 5 --reps 3 ${RUN_FLAGS:-}"
 for s in $steps; do
   case $s in
     build) step build 400 make -j"$jobs" build/gdpa build/gdpa_tests ;;

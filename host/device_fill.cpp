@@ -1,7 +1,6 @@
 #include "device_fill.h"
 
 #include <map>
-#include <memory>
 #include <mutex>
 #include <string>
 
@@ -12,19 +11,21 @@ namespace gdpa {
 void device_fill_normal(CUdeviceptr dst, size_t elements, double stddev, DType dtype, uint64_t seed, CUstream s,
                         int arch) {
   if (elements == 0) return;
-  // One module per dtype, loaded on first use and kept for the process (the context outlives it).
+  // One module per dtype, loaded on first use and deliberately never unloaded: a static owner
+  // would unload it at exit, after the primary context is gone (CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  // the driver frees it with the context.
   static std::mutex mu;
-  static std::map<int, std::unique_ptr<Module>> modules;
+  static std::map<int, Module*> modules;
   Module* m = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto& slot = modules[int(dtype)];
+    Module*& slot = modules[int(dtype)];
     if (!slot) {
       KernelSource src{"kernels/common/fill.cu", "gdpa::fill_normal<" + std::to_string(int(dtype)) + ">", {}};
       const CompiledKernel ck = compile_kernel(src, arch);
-      slot = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
+      slot = new Module(ck.cubin.data(), ck.lowered_name);
     }
-    m = slot.get();
+    m = slot;
   }
   unsigned short* ptr = reinterpret_cast<unsigned short*>(dst);
   unsigned long long n = elements;

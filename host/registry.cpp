@@ -22,6 +22,7 @@ const Ablation kAblations[] = {
     {"sm90-no-pingpong", sm90::kFwdDefaultFlags & ~sm90::kFwdPingpong, SchedulePolicy::kZigzag},
     {"sm90-no-outer-pipeline", sm90::kFwdDefaultFlags & ~sm90::kFwdOuterPipeline, SchedulePolicy::kZigzag},
     {"sm90-no-intra-overlap", sm90::kFwdDefaultFlags & ~sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
+    {"sm90-no-kv-reuse", sm90::kFwdDefaultFlags & ~sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
     {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
 };

@@ -147,4 +147,60 @@ LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
   return s;
 }
 
+CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
+                                   int num_sms, int resident_blocks) {
+  // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
+  // adjacent and in increasing block order.
+  const std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
+  struct Unit {
+    size_t first, count;
+    long long cost;
+  };
+  std::vector<Unit> units;
+  for (size_t i = 0; i < tiles.size();) {
+    size_t j = i + 1;
+    const bool resident = resident_blocks > 0 && tiles[i].work > 0 && tiles[i].work <= resident_blocks;
+    // Only tiles that visit exactly the same KV blocks can share them; with no mask every query
+    // tile of a sequence does, under a mask the ranges differ and the group splits.
+    while (resident && j < tiles.size() && tiles[j].batch == tiles[i].batch && tiles[j].head == tiles[i].head &&
+           tiles[j].work == tiles[i].work && (p.mask == kMaskNone || p.len_k(tiles[i].batch) <= block_n))
+      ++j;
+    long long cost = 0;
+    for (size_t k = i; k < j; ++k) cost += tile_cost(tiles[k]);
+    units.push_back(Unit{i, j - i, cost});
+    i = j;
+  }
+  if (policy != SchedulePolicy::kGridOrder)
+    std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.cost > b.cost; });
+  const int ctas = int(std::min<size_t>(units.size(), size_t(num_sms)));
+  std::vector<std::vector<size_t>> per_cta(static_cast<size_t>(ctas));
+  for (size_t u = 0; u < units.size(); ++u) {
+    const size_t round = u / size_t(ctas), pos = u % size_t(ctas);
+    const size_t cta = (policy == SchedulePolicy::kZigzag && round % 2 == 1) ? size_t(ctas) - 1 - pos : pos;
+    per_cta[cta].push_back(u);
+  }
+  CtaSchedule s;
+  s.tiles.reserve(tiles.size());
+  s.cta_begin.push_back(0);
+  for (const auto& list : per_cta) {
+    for (size_t u : list)
+      for (size_t k = 0; k < units[u].count; ++k) s.tiles.push_back(tiles[units[u].first + k]);
+    s.cta_begin.push_back(int(s.tiles.size()));
+  }
+  return s;
+}
+
+LoadStats cta_load(const CtaSchedule& s) {
+  LoadStats st;
+  const int n = s.ctas();
+  if (n == 0) return st;
+  std::vector<double> load(size_t(n), 0.0);
+  for (int c = 0; c < n; ++c)
+    for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) load[size_t(c)] += tile_cost(s.tiles[size_t(i)]);
+  st.max_work = *std::max_element(load.begin(), load.end());
+  st.mean_work = std::accumulate(load.begin(), load.end(), 0.0) / n;
+  st.max_over_mean = st.mean_work > 0 ? st.max_work / st.mean_work : 1.0;
+  return st;
+}
+
 }  // namespace gdpa

@@ -69,4 +69,22 @@ struct LoadStats {
 };
 LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms);
 
+// A per-CTA schedule, the contract of the sm90 forward: CTA c runs tiles[cta_begin[c]] ..
+// tiles[cta_begin[c + 1] - 1] in that order (cta_begin has ctas + 1 entries). Unlike the striding
+// contract it can keep several tiles together on one CTA: the query tiles of one (sequence, head)
+// whose keys fit in `resident_blocks` KV blocks form one unit, so the kernel loads their K and V
+// once and keeps them in shared memory (cross-attention with short KV, short sequences).
+struct CtaSchedule {
+  std::vector<WorkTile> tiles;
+  std::vector<int> cta_begin;
+  int ctas() const { return cta_begin.empty() ? 0 : int(cta_begin.size()) - 1; }
+};
+// Units (single tiles, or the KV-sharing groups when resident_blocks > 0) are ordered by the
+// policy exactly as build_forward_tiles orders tiles, then dealt: grid order and longest-first
+// round-robin (what the striding contract gives), zigzag in snake order. num_ctas = min(units, SMs).
+CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
+                                   int num_sms, int resident_blocks);
+// Per-CTA sums of tile_cost over a CtaSchedule (max / mean over the CTAs that exist).
+LoadStats cta_load(const CtaSchedule& s);
+
 }  // namespace gdpa

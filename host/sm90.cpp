@@ -14,7 +14,13 @@ namespace gdpa {
 
 namespace {
 
-int fwd_flags_of(const Sm90Options& o) { return o.fwd_flags < 0 ? sm90::kFwdDefaultFlags : o.fwd_flags; }
+// The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
+// multiply before the activation.
+int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
+  int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags : o.fwd_flags;
+  if (p.logit_scale == 1.0f) f |= sm90::kFwdUnitLogitScale;
+  return f;
+}
 
 KernelSource fwd_source(const ProblemDesc& p, int flags) {
   KernelSource s;
@@ -47,14 +53,19 @@ class Sm90Kernel final : public AttentionKernel {
   void prepare(const ProblemDesc& p, const DeviceInfo& dev, bool backward) override {
     desc_ = p;
     sms_ = dev.sm_count;
-    const int flags = fwd_flags_of(opt_);
+    const int flags = fwd_flags_of(opt_, p);
     const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-    const std::vector<WorkTile> tiles =
-        build_forward_tiles(p, sm90::kFwdBlockM, sm90::fwd_block_n(p.head_dim), opt_.policy, sms_);
-    num_tiles_ = int(tiles.size());
-    tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
-    if (!tiles.empty()) tiles_.upload(tiles);
+    // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
+    const int resident = (flags & sm90::kFwdKvReuse) ? sm90::kFwdKvStages : 0;
+    const CtaSchedule sched = build_forward_schedule(p, sm90::kFwdBlockM, sm90::fwd_block_n(p.head_dim), opt_.policy,
+                                                     sms_, resident);
+    num_tiles_ = int(sched.tiles.size());
+    ctas_ = sched.ctas();
+    tiles_ = DeviceBuffer(sched.tiles.empty() ? 16 : sched.tiles.size() * sizeof(WorkTile));
+    if (!sched.tiles.empty()) tiles_.upload(sched.tiles);
+    cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
+    cta_begin_.upload(sched.cta_begin);
     smem_ = size_t(sm90::fwd_smem_request(p.head_dim, sm90::fwd_block_n(p.head_dim), flags));
     if (smem_ > size_t(dev.max_smem_optin))
       throw CudaError("sm90 forward needs " + std::to_string(smem_) + " bytes of shared memory, the device allows " +
@@ -76,8 +87,9 @@ class Sm90Kernel final : public AttentionKernel {
     GdpaParams params = make_params(p, t);
     params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
     params.num_tiles = num_tiles_;
+    params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
     LaunchShape shape;
-    shape.grid[0] = persistent_grid(size_t(num_tiles_), sms_);
+    shape.grid[0] = unsigned(ctas_);
     shape.block[0] = sm90::kFwdThreads;
     shape.dynamic_smem = smem_;
     void* args[] = {&tm_q, &tm_k, &tm_v, &params};
@@ -94,8 +106,8 @@ class Sm90Kernel final : public AttentionKernel {
   ProblemDesc desc_;
   int sms_ = 0;
   std::unique_ptr<Module> fwd_module_;
-  DeviceBuffer tiles_;
-  int num_tiles_ = 0;
+  DeviceBuffer tiles_, cta_begin_;
+  int num_tiles_ = 0, ctas_ = 0;
   size_t smem_ = 0;
   std::unique_ptr<Sm90Backward> bwd_;
 };
@@ -105,7 +117,7 @@ class Sm90Kernel final : public AttentionKernel {
 std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt) { return std::make_unique<Sm90Kernel>(opt); }
 
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {
-  std::vector<KernelSource> v{fwd_source(p, fwd_flags_of(opt))};
+  std::vector<KernelSource> v{fwd_source(p, fwd_flags_of(opt, p))};
   if (backward) {
     for (auto& s : sm90_backward_sources(p, opt)) v.push_back(s);
   }

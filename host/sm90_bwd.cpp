@@ -45,7 +45,13 @@ void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles) {
 
 namespace {
 
-int bwd_flags_of(const Sm90Options& o) { return o.bwd_flags < 0 ? sm90::kBwdDefaultFlags : o.bwd_flags; }
+// The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
+// multiply before the activation (the same specialisation as the forward's).
+int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
+  int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags : o.bwd_flags;
+  if (p.logit_scale == 1.0f) f |= sm90::kBwdUnitLogitScale;
+  return f;
+}
 
 std::string template_args(const ProblemDesc& p) {
   return std::to_string(int(p.dtype)) + "," + std::to_string(p.head_dim);
@@ -78,7 +84,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
   void prepare(const ProblemDesc& p, const DeviceInfo& dev) override {
     std::string why;
     if (!sm90_backward_supports(p, &why)) throw ProblemError("sm90 backward: " + why);
-    const int flags = bwd_flags_of(opt_);
+    const int flags = bwd_flags_of(opt_, p);
     if (flags & ~sm90::kBwdAllFlags) throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     desc_ = p;
     sms_ = dev.sm_count;
@@ -172,7 +178,7 @@ std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt) {
 }
 
 std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt) {
-  return {main_source(p, bwd_flags_of(opt)), convert_source(p)};
+  return {main_source(p, bwd_flags_of(opt, p)), convert_source(p)};
 }
 
 }  // namespace gdpa

@@ -70,7 +70,8 @@ struct Verdict {
 //   kernel.max_abs <= max(factor * emulated.max_abs, abs_floor_rel * ref_max_abs)
 //   kernel.rel_l2  <= max(factor * emulated.rel_l2,  abs_floor_rel)
 // The floor keeps an emulation that happens to be exact (identity on small integers, an output of
-// zeros) from demanding a bit-exact kernel.
+// zeros) from demanding a bit-exact kernel. Outputs that overflow the io dtype even in the
+// emulation (fp16 beyond 65504) are outside this rule; such a test needs its own expectation.
 Verdict judge(const ErrorStats& kernel_vs_exact, const ErrorStats& emulated_vs_exact, double factor,
               double abs_floor_rel = 1e-6);
 

@@ -19,6 +19,7 @@
 #pragma once
 #include "../common/dtype.cuh"
 #include "../common/portability.h"
+#include "convert.cuh"
 #include "layout.h"
 
 namespace gdpa {
@@ -58,10 +59,10 @@ GDPA_DEVICE void stage_tile(float* dst, const unsigned short* src, long long row
       const Bits128 bits = *reinterpret_cast<const Bits128*>(src + r * row_stride + c);
 #pragma unroll
       for (int e = 0; e < 2; ++e) {  // word e holds elements 2e (low half) and 2e + 1
-        lo.v[2 * e] = io_to_float(DTYPE, (unsigned short)(bits.w[e] & 0xffffu));
-        lo.v[2 * e + 1] = io_to_float(DTYPE, (unsigned short)(bits.w[e] >> 16));
-        hi.v[2 * e] = io_to_float(DTYPE, (unsigned short)(bits.w[e + 2] & 0xffffu));
-        hi.v[2 * e + 1] = io_to_float(DTYPE, (unsigned short)(bits.w[e + 2] >> 16));
+        lo.v[2 * e] = io_bits_to_float_fast<DTYPE>(bits.w[e] & 0xffffu);
+        lo.v[2 * e + 1] = io_bits_to_float_fast<DTYPE>(bits.w[e] >> 16);
+        hi.v[2 * e] = io_bits_to_float_fast<DTYPE>(bits.w[e + 2] & 0xffffu);
+        hi.v[2 * e + 1] = io_bits_to_float_fast<DTYPE>(bits.w[e + 2] >> 16);
       }
     }
     Float4* out = reinterpret_cast<Float4*>(dst + r * smem_ld(D) + c);

@@ -54,6 +54,9 @@ struct GdpaParams {
   int num_tiles;
   int deterministic;      // backward: order dQ accumulation so results are bit-identical
   int* semaphores;        // backward deterministic mode scratch (zeroed before launch)
+  // Per-CTA tile ranges (host/scheduler.h CtaSchedule): CTA c runs tiles[cta_tile_begin[c]] ..
+  // tiles[cta_tile_begin[c + 1] - 1]. Null: the striding contract (tiles c, c + grid, ...).
+  const int* cta_tile_begin;
 };
 
 }  // namespace gdpa

@@ -13,8 +13,11 @@ enum BwdFlags : int {
   // the two consumer warpgroups may drift about half a step apart and one's activation overlaps
   // the other's GEMMs. Off: dQ(t) right after dS(t) is exchanged, the warpgroups run in lockstep.
   kBwdDeferDq = 1,
+  // Not an ablation but a specialisation the host adds when logit_scale == 1 (the common case):
+  // the activation's argument is the accumulator itself, one multiply per score less.
+  kBwdUnitLogitScale = 2,
   kBwdDefaultFlags = kBwdDeferDq,
-  kBwdAllFlags = kBwdDeferDq,
+  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale,
 };
 
 constexpr int kBwdConsumerWarpgroups = 2;

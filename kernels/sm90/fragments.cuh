@@ -49,14 +49,18 @@ struct MaskBounds {
 // S (fp32 accumulator of a 64 x N block) -> P = act(logit_scale * S), zeroed where the mask or
 // the sequence end forbids (i, j), packed to 16 bits. row0/col0: sequence-local index of this
 // warpgroup's first row and of the block's first key. MASKED = false is the interior fast path
-// (no compares at all); out_scale is applied later, to O (see the kernel).
-template <int DTYPE, int ACT, int MASK, bool MASKED, int N>
+// (no compares at all); UNIT_SCALE skips the multiply by logit_scale when it is 1; out_scale is
+// applied later, to O (see the kernel).
+template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N>
 GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale, const FragThread& f,
                         int row0, int col0, const MaskBounds& mb) {
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
-    act_f2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
+    if constexpr (UNIT_SCALE)
+      act_f2<ACT>(s[2 * i], s[2 * i + 1], &a, &b);
+    else
+      act_f2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
     if constexpr (MASKED) {
       const int row = row0 + pair_row(f, i);
       const int col = col0 + pair_col(f, i);

@@ -12,7 +12,11 @@ enum FwdFlags : int {
   kFwdPingpong = 1,      // the two consumer warpgroups take turns issuing GEMMs (named barriers)
   kFwdOuterPipeline = 2, // double-buffered Q + next tile's first QK^T issued before this tile's epilogue
   kFwdIntraOverlap = 4,  // S_{j+1} = Q K_{j+1}^T issued before O += P_j V_j, activation under the PV GEMM
-  kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap,
+  kFwdKvReuse = 8,       // consecutive query tiles of one (sequence, head) whose keys fit the K/V ring
+                         // keep K and V in shared memory instead of reloading them (short KV)
+  kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse,
+  // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
+  kFwdUnitLogitScale = 16,
 };
 
 constexpr int kFwdConsumerWarpgroups = 2;

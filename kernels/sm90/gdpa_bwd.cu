@@ -28,10 +28,11 @@
 //
 // Masking: an (i, j) with j >= Lk, i >= Lq or outside the mask gives P = 0 AND dS = 0 by selection
 // (never by multiplication, so garbage logits of other sequences' rows cannot leak NaN through
-// act). Blocks that need no mask run a compare-free path. Known limit shared with the forward: rows
-// past a sequence end are the next sequence's real rows, and a 0 * Inf from them in the tensor-core
-// products (e.g. an Inf in the next sequence's dO times a masked P = 0) would reach this sequence's
-// dK / dV; finite inputs are unaffected.
+// act). Blocks that need no mask run a compare-free path. dQ jobs only ever add into their own
+// sequence's accumulator rows (bwd_config.h). Known limit shared with the forward: rows past a
+// sequence end are the next sequence's real rows, and a 0 * Inf from them in the tensor-core
+// products (an Inf in the next sequence's Q / dO times a masked dS / P = 0, or in its K times a
+// masked dS) would reach this sequence's dK / dV / dQ; finite inputs are unaffected.
 #include "../common/activations.cuh"
 #include "../common/masks.cuh"
 #include "../common/params.h"
@@ -50,7 +51,7 @@ namespace gdpa::sm90 {
 
 // Named barriers (id 0 is __syncthreads). The dQ hand-off between consumer warpgroup cw and the
 // writer warp, FA3's protocol: DqFull(cw) = 128 consumer arrivals + 32 writer syncs, DqEmpty(cw) =
-// 32 writer arrivals + 128 consumer syncs. See bwd_dq_stage / bwd_dq_writer for the generations.
+// 32 writer arrivals + 128 consumer syncs. See bwd_dq_finish / bwd_dq_writer for the generations.
 constexpr int kBarDqFull = 1;   // + cw
 constexpr int kBarDqEmpty = 3;  // + cw
 constexpr int kBarDqThreads = 128 + 32;
@@ -119,9 +120,6 @@ __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& 
   return BwdStep{t.kv_head * p.group + g, t.m_begin + (ls - g * nm)};
 }
 
-// The two-stage rings and the resident K / V, all on mbarriers (pipeline.cuh's protocol): full =
-// 1 producer arrival + TMA bytes, empty = one arrival per consumer warp (8). The dS exchange
-// buffers: full = empty = one arrival per consumer warp of both warpgroups (8).
 // What the writer needs to know about the dQ job in staging buffer cw: written by thread 0 of
 // consumer warpgroup cw before its DqFull arrival, read by the writer after its DqFull sync.
 struct DqJobHeader {
@@ -131,6 +129,9 @@ struct DqJobHeader {
   int pad;
 };
 
+// The Q / dO ring and the resident K / V, all on mbarriers (pipeline.cuh's protocol): full =
+// 1 producer arrival + TMA bytes, empty = one arrival per consumer warp (8). The dS exchange
+// buffers: full = empty = one arrival per consumer warp of both warpgroups (8).
 struct BwdBarriers {
   SlotBarriers k, v;
   SlotBarriers qdo[kBwdQStages];
@@ -195,9 +196,15 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
 // produced by consumer warpgroup (j + c) % 2 (see bwd_dq_owner_chunk).
 // ---------------------------------------------------------------------------------------------
 
-// Deterministic mode: spin until the semaphore of (query tile, head) shows that every KV tile
-// ordered before ours has added its dQ. A hang would cost the whole GPU session, so a wait longer
-// than ~2^35 cycles (~19 s) traps instead: the launch fails with an error naming the kernel.
+// Deterministic mode. The dQ block of (query tile, head) receives one add per KV tile that sees
+// the query tile; its semaphore counts the adds done. The CTA of KV tile n waits until the count
+// equals the number of such tiles with a smaller index (n - first / BlockN, DqJobHeader.expected),
+// adds, waits until its adds have completed in global memory, and increments the count. So the
+// adds land in increasing KV order, the same every run: bit-identical dQ (dK and dV are per-CTA
+// register sums in a fixed order anyway). No CTA can wait on a tile queued behind itself: the host
+// orders each (sequence, KV head)'s tiles by KV index (host/sm90_bwd.cpp). A wait longer than
+// ~2^35 cycles (~19 s) would still be a bug: it traps, so the launch fails instead of hanging the
+// GPU.
 __device__ __forceinline__ void semaphore_wait(const int* sem, int expected) {
   const long long start = clock64();
   while (*reinterpret_cast<const volatile int*>(sem) != expected) {
@@ -242,6 +249,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
                                    kBwdDqJobBytes);
           ptx::bulk_commit_group();
         }
+        __syncwarp();  // bar.sync is .aligned: the whole warp reaches the next one together
       }
       if (leader) {
         if (p.deterministic) {
@@ -321,7 +329,7 @@ __device__ __forceinline__ void act_f_df2(float x0, float x1, float* f0, float* 
 // One pass after both products landed, rather than the activation under the dP^T product: the
 // overlapped form keeps act' (32 fp32) and P^T (16) live next to dP^T, 16 registers more than the
 // 240 a consumer has at D = 128. The other consumer warpgroup's GEMMs fill the tensor cores.
-template <int DTYPE, int ACT, int MASK, bool MASKED>
+template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE>
 __device__ __forceinline__ void scores_to_p_ds(const float (&s)[32], const float (&dp)[32], unsigned (&pk)[16],
                                                unsigned (&dsk)[16], float logit_scale, const FragThread& f,
                                                int key0, int query0, const MaskBounds& mb) {
@@ -338,7 +346,10 @@ __device__ __forceinline__ void scores_to_p_ds(const float (&s)[32], const float
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     float f0, f1, d0, d1;
-    act_f_df2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &f0, &f1, &d0, &d1);
+    if constexpr (UNIT_SCALE)
+      act_f_df2<ACT>(s[2 * i], s[2 * i + 1], &f0, &f1, &d0, &d1);
+    else
+      act_f_df2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &f0, &f1, &d0, &d1);
     float g0 = d0 * dp[2 * i], g1 = d1 * dp[2 * i + 1];
     if constexpr (MASKED) {
       const int c = 8 * (i >> 1) - lo[i & 1];
@@ -435,6 +446,7 @@ __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_jo
   for (int k = 0; k < 8; ++k)  // dq_frag_index: registers 4k..4k+3 at float4 [k][tid]
     dst[k * 128 + tid] = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
   ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
+  __syncwarp();                   // bar.arrive is .aligned (thread 0 took the header branch)
   ptx::named_barrier_arrive(kBarDqFull + cw, kBarDqThreads);
   ++*jobs;
 }
@@ -467,6 +479,7 @@ template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
 __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsigned char* smem) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr bool kDefer = (FLAGS & kBwdDeferDq) != 0;
+  constexpr bool kUnitScale = (FLAGS & kBwdUnitLogitScale) != 0;  // the host checked logit_scale == 1
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
@@ -484,9 +497,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
   for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
     const BwdTile t = bwd_tile<MASK>(p, it);
     const int key0 = t.n0 + 64 * cw;  // sequence-local key of this warpgroup's fragment row 0
-    // Row 0 of this warpgroup's 64 keys in dK / dV; computed where used, not kept live across the
-    // steps (registers are the consumer's scarcest resource).
-    // The epilogue re-reads the tile record instead, so k_row is not live across the steps.
+    // Row 0 of this warpgroup's 64 keys in dK / dV. The epilogue re-reads k_row and kv_head from
+    // the tile record instead of keeping them live across the steps (registers are the consumer's
+    // scarcest resource).
     auto out_rows = [&](void* grad, int k_row, int kv_head) {
       return static_cast<unsigned short*>(grad) + (long long)(k_row + 64 * cw) * k_stride + (long long)kv_head * D;
     };
@@ -505,7 +518,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
     ptx::fence_operand(dk);
 
     // The header of the dQ job of step `job_ls` of this tile, column chunk `chunk` (bwd_config.h
-    // for the block layout; the semaphore count as in the writer's comment).
+    // for the block layout and the semaphores; the deterministic protocol in bwd_dq_writer).
     const int slot0 = dq_slot_begin(t.q_seq_row, t.batch);  // dQ slot of query tile 0
     auto job_header = [&](int job_ls, int chunk) {
       const BwdStep js = bwd_step(t, p, job_ls);
@@ -564,9 +577,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(s_acc);
       ptx::fence_operand(dp_acc);
       if (bwd_block_needs_mask<MASK>(key0, query0, t, p))
-        scores_to_p_ds<DTYPE, ACT, MASK, true>(s_acc, dp_acc, pk, dsk, p.logit_scale, f, key0, query0, mb);
+        scores_to_p_ds<DTYPE, ACT, MASK, true, kUnitScale>(s_acc, dp_acc, pk, dsk, p.logit_scale, f, key0, query0, mb);
       else
-        scores_to_p_ds<DTYPE, ACT, MASK, false>(s_acc, dp_acc, pk, dsk, p.logit_scale, f, key0, query0, mb);
+        scores_to_p_ds<DTYPE, ACT, MASK, false, kUnitScale>(s_acc, dp_acc, pk, dsk, p.logit_scale, f, key0, query0, mb);
 
       // 5: publish our half of dS^T(step).
       {

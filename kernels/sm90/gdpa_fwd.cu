@@ -76,6 +76,26 @@ __device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
   return t;
 }
 
+// The tiles CTA blockIdx.x runs: its own range of a per-CTA schedule, or every gridDim-th tile.
+__device__ __forceinline__ void cta_tiles(const GdpaParams& p, int* begin, int* end, int* stride) {
+  if (p.cta_tile_begin) {
+    *begin = p.cta_tile_begin[blockIdx.x];
+    *end = p.cta_tile_begin[blockIdx.x + 1];
+    *stride = 1;
+  } else {
+    *begin = blockIdx.x;
+    *end = p.num_tiles;
+    *stride = gridDim.x;
+  }
+}
+
+// Tile b can read the K and V that tile a left in the ring: same KV rows of the same head, and
+// few enough blocks that none was overwritten (the ring holds kFwdKvStages blocks).
+__device__ __forceinline__ bool kv_reusable(const FwdTile& a, const FwdTile& b) {
+  return a.k_row == b.k_row && a.kv_head == b.kv_head && a.n_begin == b.n_begin && a.n_end == b.n_end &&
+         a.n_end - a.n_begin <= kFwdKvStages && !a.empty() && !b.empty();
+}
+
 // True when some (row, key) of rows [row_lo, row_hi] x block n is disallowed or past the keys:
 // only those blocks pay for the mask compares.
 template <int MASK, int BN>
@@ -108,39 +128,49 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
   constexpr int BN = fwd_block_n(D);
   constexpr int QS = fwd_q_stages(FLAGS);
   constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
+  constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
-  PipeCounter<QS> qc;
-  PipeCounter<kFwdKvStages> kvc;
-  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
+  int q_count = 0, kv_count = 0;  // Q tiles and K/V blocks loaded so far (the consumers count the same)
+  int it, end, stride;
+  cta_tiles(p, &it, &end, &stride);
+  FwdTile prev;
+  bool prev_loaded = false;  // the previous tile of this CTA was not empty
+  for (; it < end; it += stride) {
     const FwdTile t = fwd_tile<MASK, BN>(p, it);
-    if (t.empty()) continue;
+    if (t.empty()) {
+      prev_loaded = false;
+      continue;
+    }
+    const bool reuse = kReuse && prev_loaded && kv_reusable(prev, t);
     {
-      const int s = qc.stage();
-      producer_acquire(bars->q[s], qc.phase(), plan.q_bytes);
+      const int s = q_count % QS;
+      producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, plan.q_bytes);
       unsigned char* dst = smem + plan.q_off + s * plan.q_bytes;
 #pragma unroll
       for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
         ptx::tma_load_3d(dst + panel * kFwdBlockM * kSw128RowBytes, tm_q, &bars->q[s].full, panel * kSw128PanelCols,
                          t.head, t.q_row, ptx::kEvictFirst);
-      qc.advance();
+      ++q_count;
     }
-    for (int n = t.n_begin; n < t.n_end; ++n) {
-      const int s = kvc.stage();
+    for (int n = t.n_begin; n < t.n_end && !reuse; ++n, ++kv_count) {
+      const int s = kv_count % kFwdKvStages;
+      const unsigned phase = unsigned(kv_count / kFwdKvStages) & 1u;
       const int key_row = t.k_row + n * BN;
-      producer_acquire(bars->k[s], kvc.phase(), plan.kv_bytes);
+      producer_acquire(bars->k[s], phase, plan.kv_bytes);
       unsigned char* kdst = smem + plan.k_off + s * plan.kv_bytes;
 #pragma unroll
       for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
         ptx::tma_load_3d(kdst + panel * BN * kSw128RowBytes, tm_k, &bars->k[s].full, panel * kSw128PanelCols,
                          t.kv_head, key_row, ptx::kEvictLast);
-      producer_acquire(bars->v[s], kvc.phase(), plan.kv_bytes);
+      producer_acquire(bars->v[s], phase, plan.kv_bytes);
       unsigned char* vdst = smem + plan.v_off + s * plan.kv_bytes;
 #pragma unroll
       for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
         ptx::tma_load_3d(vdst + panel * BN * kSw128RowBytes, tm_v, &bars->v[s].full, panel * kSw128PanelCols,
                          t.kv_head, key_row, ptx::kEvictLast);
-      kvc.advance();
     }
+    prev = t;
+    prev_loaded = true;
   }
 }
 
@@ -195,47 +225,58 @@ __device__ __forceinline__ void sched_pass(int cw) {
   if constexpr ((FLAGS & kFwdPingpong) != 0) ptx::named_barrier_arrive(kBarSchedBase + (cw ^ 1), 2 * 128);
 }
 
-template <int DTYPE, int ACT, int MASK, int BN>
+template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE>
 __device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
                                                const FwdTile& t, const GdpaParams& prm, const FragThread& f) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
   if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
-    s_to_p<DTYPE, ACT, MASK, true, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
   else
-    s_to_p<DTYPE, ACT, MASK, false, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
 }
 
 template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
 __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsigned char* smem) {
   constexpr int BN = fwd_block_n(D);
   constexpr int QS = fwd_q_stages(FLAGS);
+  constexpr int ST = kFwdKvStages;
   constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
   constexpr bool kOuter = (FLAGS & kFwdOuterPipeline) != 0;
   constexpr bool kOverlap = (FLAGS & kFwdIntraOverlap) != 0;
+  constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
+  constexpr bool kUnit = (FLAGS & kFwdUnitLogitScale) != 0;
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
-  const unsigned base = ptx::smem_addr(smem);
+  const unsigned base_addr = ptx::smem_addr(smem);
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
   const long long row_stride = (long long)p.heads_q * D;
+  auto q_tile = [&](int count) { return base_addr + plan.q_off + (count % QS) * plan.q_bytes; };
+  auto k_tile = [&](int count) { return base_addr + plan.k_off + (count % ST) * plan.kv_bytes; };
+  auto v_tile = [&](int count) { return base_addr + plan.v_off + (count % ST) * plan.kv_bytes; };
+  auto phase_of = [](int count, int stages) { return unsigned(count / stages) & 1u; };
 
-  PipeCounter<QS> qc;
-  PipeCounter<kFwdKvStages> kvc;
   float s_acc[BN / 2];
-  unsigned p_cur[BN / 4], p_next[BN / 4];
+  unsigned p_a[BN / 4], p_b[BN / 4];  // P of consecutive blocks alternate between the two arrays
   float o_acc[D / 2];
 
   // The second consumer hands the first turn to the first.
   if constexpr ((FLAGS & kFwdPingpong) != 0)
     if (cw == 1) ptx::named_barrier_arrive(kBarSchedBase + 0, 2 * 128);
 
-  int it = blockIdx.x;
+  int q_count = 0;   // Q tiles consumed; the producer loads them in the same order
+  int kv_count = 0;  // K/V blocks loaded by the producer so far
+  int run_base = 0;  // kv_count at the first tile of the current K/V reuse run
+  int it, end, stride;
+  cta_tiles(p, &it, &end, &stride);
   FwdTile cur;
-  if (it < p.num_tiles) cur = fwd_tile<MASK, BN>(p, it);
+  if (it < end) cur = fwd_tile<MASK, BN>(p, it);
+  bool cur_reuse = false;          // cur reads the K/V the previous tile left in the ring
   bool first_s_in_flight = false;  // the first QK^T of `cur` was issued during the previous tile
-  while (it < p.num_tiles) {
-    const int it_next = it + gridDim.x;
+  while (it < end) {
+    const int it_next = it + stride;
+    const bool have_next = it_next < end;
     FwdTile nxt;
-    const bool have_next = it_next < p.num_tiles;
     if (have_next) nxt = fwd_tile<MASK, BN>(p, it_next);
+    const bool next_reuse = kReuse && have_next && kv_reusable(cur, nxt);
     const int row0 = cur.m0 + 64 * cw;  // sequence-local row of this warpgroup's fragment row 0
     unsigned short* out = static_cast<unsigned short*>(p.out) + (cur.q_row + 64 * cw) * row_stride + cur.head * D;
     const int rows_valid = cur.len_q - row0;
@@ -244,46 +285,51 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       store_zero_rows<D>(out, row_stride, rows_valid, f);
       it = it_next;
       cur = nxt;
+      cur_reuse = false;
       continue;
     }
-    const int qs = qc.stage();
-    const unsigned q_tile = base + plan.q_off + qs * plan.q_bytes;
+    // Block j of this tile sits in ring slot `kvb + j`: freshly loaded ones were loaded right after
+    // the previous tile's, reused ones are where the run's first tile found them.
+    const int kvb = cur_reuse ? run_base : kv_count;
+    if (!cur_reuse) run_base = kv_count;
+    const bool fresh = !cur_reuse;
+    const bool release_kv = !next_reuse;  // keep K/V resident for the next tile of the run
     const int nblocks = cur.n_end - cur.n_begin;
+    const unsigned q_addr = q_tile(q_count);
+    const int qs = q_count % QS;
 
-    // ---- first block: S_0 = Q K_0^T (already in flight if the previous tile issued it) ----
-    int ks = kvc.stage();
+    // ---- block 0: S_0 = Q K_0^T (already in flight if the previous tile issued it) ----
     if (!first_s_in_flight) {
-      consumer_wait(bars->q[qs], qc.phase());
-      consumer_wait(bars->k[ks], kvc.phase());
+      consumer_wait(bars->q[qs], phase_of(q_count, QS));
+      if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
       sched_wait<FLAGS>(cw);
       ptx::wgmma_fence();
-      issue_qk<DTYPE, D, BN>(s_acc, q_tile, 64 * cw, base + plan.k_off + ks * plan.kv_bytes);
+      issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kvb));
       ptx::wgmma_commit();
       sched_pass<FLAGS>(cw);
     }
     ptx::wgmma_wait<0>();
     ptx::fence_operand(s_acc);
-    consumer_release(bars->k[ks]);
+    if (release_kv) consumer_release(bars->k[kvb % ST]);
     if (nblocks == 1) consumer_release(bars->q[qs]);
-    activate_block<DTYPE, ACT, MASK, BN>(s_acc, p_cur, cur.n_begin, row0, cur, p, f);
-    int vs = ks;
-    unsigned vphase = kvc.phase();
-    kvc.advance();
+    activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_a, cur.n_begin, row0, cur, p, f);
 
-    // ---- steady state: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) under the PV GEMM ----
-    for (int j = 1; j < nblocks; ++j) {
-      ks = kvc.stage();
-      consumer_wait(bars->k[ks], kvc.phase());
-      consumer_wait(bars->v[vs], vphase);
+    // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
+    auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4]) {
+      const int kj = kvb + j, vj = kvb + j - 1;
+      if (fresh) {
+        consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
+        consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
+      }
       sched_wait<FLAGS>(cw);
       ptx::wgmma_fence();
-      issue_qk<DTYPE, D, BN>(s_acc, q_tile, 64 * cw, base + plan.k_off + ks * plan.kv_bytes);
+      issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
       ptx::wgmma_commit();
       if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
         ptx::wgmma_wait<0>();
         ptx::fence_operand(s_acc);
       }
-      issue_pv<DTYPE, D, BN>(o_acc, p_cur, base + plan.v_off + vs * plan.kv_bytes, j > 1);
+      issue_pv<DTYPE, D, BN>(o_acc, p_in, v_tile(vj), j > 1);
       ptx::wgmma_commit();
       sched_pass<FLAGS>(cw);
       if constexpr (kOverlap)
@@ -291,50 +337,64 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       else
         ptx::wgmma_wait<0>();
       ptx::fence_operand(s_acc);
-      consumer_release(bars->k[ks]);
+      if (release_kv) consumer_release(bars->k[kj % ST]);
       if (j == nblocks - 1) consumer_release(bars->q[qs]);
-      activate_block<DTYPE, ACT, MASK, BN>(s_acc, p_next, cur.n_begin + j, row0, cur, p, f);
+      activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_out, cur.n_begin + j, row0, cur, p, f);
       ptx::wgmma_wait<0>();
-      ptx::fence_operand(p_cur);
+      ptx::fence_operand(p_in);
       ptx::fence_operand(o_acc);
-      consumer_release(bars->v[vs]);
-#pragma unroll
-      for (int i = 0; i < BN / 4; ++i) p_cur[i] = p_next[i];
-      vs = ks;
-      vphase = kvc.phase();
-      kvc.advance();
-    }
+      if (release_kv) consumer_release(bars->v[vj % ST]);
+    };
 
     // ---- last PV; with outer pipelining the next tile's first QK^T rides in the same turn ----
-    const bool prefetch = kOuter && have_next && !nxt.empty();
-    consumer_wait(bars->v[vs], vphase);
-    if (prefetch) {
-      consumer_wait(bars->q[(qs + 1) % QS], unsigned((qc.count + 1) / QS) & 1u);
-      consumer_wait(bars->k[kvc.stage()], kvc.phase());
-    }
-    sched_wait<FLAGS>(cw);
-    ptx::wgmma_fence();
-    issue_pv<DTYPE, D, BN>(o_acc, p_cur, base + plan.v_off + vs * plan.kv_bytes, nblocks > 1);
-    ptx::wgmma_commit();
-    if (prefetch) {
-      issue_qk<DTYPE, D, BN>(s_acc, base + plan.q_off + ((qs + 1) % QS) * plan.q_bytes, 64 * cw,
-                             base + plan.k_off + kvc.stage() * plan.kv_bytes);
+    auto finish = [&](unsigned (&p_last)[BN / 4]) {
+      const int vj = kvb + nblocks - 1;
+      const bool prefetch = kOuter && have_next && !nxt.empty();
+      const int next_kvb = next_reuse ? kvb : kvb + nblocks;
+      if (fresh) consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
+      if (prefetch) {
+        consumer_wait(bars->q[(q_count + 1) % QS], phase_of(q_count + 1, QS));
+        if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
+      }
+      sched_wait<FLAGS>(cw);
+      ptx::wgmma_fence();
+      issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
       ptx::wgmma_commit();
+      if (prefetch) {
+        issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
+        ptx::wgmma_commit();
+      }
+      sched_pass<FLAGS>(cw);
+      if (prefetch)
+        ptx::wgmma_wait<1>();
+      else
+        ptx::wgmma_wait<0>();
+      ptx::fence_operand(o_acc);
+      ptx::fence_operand(p_last);
+      if (release_kv) consumer_release(bars->v[vj % ST]);
+      // Epilogue: O * out_scale -> io dtype, rows inside the sequence only.
+      store_rows<DTYPE, D>(o_acc, out, row_stride, rows_valid, p.out_scale, f);
+      return prefetch;
+    };
+
+    // P alternates between p_a and p_b so no register copy is needed between steps.
+    int j = 1;
+    for (; j + 1 < nblocks; j += 2) {
+      step(j, p_a, p_b);
+      step(j + 1, p_b, p_a);
     }
-    sched_pass<FLAGS>(cw);
-    if (prefetch)
-      ptx::wgmma_wait<1>();
-    else
-      ptx::wgmma_wait<0>();
-    ptx::fence_operand(o_acc);
-    ptx::fence_operand(p_cur);
-    consumer_release(bars->v[vs]);
+    bool prefetched;
+    if (j < nblocks) {
+      step(j, p_a, p_b);
+      prefetched = finish(p_b);
+    } else {
+      prefetched = finish(p_a);
+    }
 
-    // ---- epilogue: O * out_scale -> io dtype, rows inside the sequence only ----
-    store_rows<DTYPE, D>(o_acc, out, row_stride, rows_valid, p.out_scale, f);
-
-    qc.advance();
-    first_s_in_flight = prefetch;
+    if (fresh) kv_count += nblocks;
+    ++q_count;
+    first_s_in_flight = prefetched;
+    cur_reuse = next_reuse;
     it = it_next;
     cur = nxt;
   }

@@ -11,6 +11,7 @@
 #include "../../host/ceilings.h"
 #include "../../host/compile.h"
 #include "../../host/unfused_cublas.h"
+#include "../../kernels/baseline/convert.cuh"
 #include "../../kernels/baseline/layout.h"
 
 using namespace gdpa;
@@ -196,4 +197,21 @@ TEST_CASE("ceiling statistics: median, min and max of the per-rep rates") {
   CHECK(b.min == 1.0);
   CHECK(b.max == 10.0);
   CHECK_THROWS(summarize_rates(even, 0));
+}
+
+TEST_CASE("baseline fast fp16 staging conversion is bit-identical to dtype.cuh") {
+  // Every fp16 pattern: normals, subnormals, zeros, infinities and NaN payloads of both signs.
+  int mismatches = 0;
+  unsigned first_bad = 0;
+  for (unsigned h = 0; h < 0x10000u; ++h) {
+    const unsigned want = float_bits(fp16_bits_to_float((unsigned short)h));
+    const unsigned got = float_bits(baseline::io_bits_to_float_fast<kFP16>(h));
+    if (want != got && mismatches++ == 0) first_bad = h;
+  }
+  CHECK_MESSAGE(mismatches == 0, "first mismatch at fp16 bits ", first_bad);
+  int bf16_mismatches = 0;
+  for (unsigned h = 0; h < 0x10000u; ++h)
+    bf16_mismatches += float_bits(baseline::io_bits_to_float_fast<kBF16>(h)) !=
+                       float_bits(bf16_bits_to_float((unsigned short)h));
+  CHECK(bf16_mismatches == 0);
 }

@@ -19,6 +19,7 @@
 #include "../../host/sm90_bwd.h"
 #include "../../kernels/common/masks.cuh"
 #include "../../kernels/sm90/bwd_config.h"
+#include "sass_tools.h"
 
 namespace gdpa {
 // host/sm90_bwd.cpp: the deterministic mode's reordering of a tile list (not in sm90_bwd.h).
@@ -63,6 +64,21 @@ void compile_clean(const std::vector<KernelSource>& sources) {
     CHECK_MESSAGE(spill.empty(), src.name_expression, " spills: ", spill);
     const std::string serial = first_match(k.log, "Potential Performance Loss[^\n]*");
     CHECK_MESSAGE(serial.empty(), src.name_expression, ": ", serial);
+    if (src.name_expression.find("gdpa_bwd<") == std::string::npos) continue;
+    // The main kernel's SASS: the instructions the design rests on are there, and no local memory.
+    const std::string sass = disassemble(k.cubin);
+    if (sass.empty()) {
+      MESSAGE("no cuobjdump: SASS checks of ", src.name_expression, " skipped");
+      continue;
+    }
+    CHECK(count_of(sass, "HGMMA.64x") >= 24);     // one step at D = 64: S^T 4, dP^T 4, dV 4, dK 4, dQ 8
+    CHECK(count_of(sass, ".tnspA.tnspB") >= 8);   // dQ = dS K: M-major dS^T, N-major K
+    CHECK(count_of(sass, "UTMALDG.3D") >= 4);     // Q, dO, K, V
+    CHECK(count_of(sass, "UBLKRED") >= 1);        // the dQ bulk reduce-add
+    CHECK(count_of(sass, "USETMAXREG") == 2);     // producer dec, consumers inc
+    CHECK(count_of(sass, "SYNCS.PHASECHK") >= 6);
+    CHECK(count_of(sass, "LDL") == 0);
+    CHECK(count_of(sass, "STL") == 0);
   }
 }
 
@@ -81,6 +97,7 @@ bool rounds_follow_kv_order(const std::vector<WorkTile>& tiles, int grid) {
 
 TEST_CASE("sm90 backward: variant names and support") {
   ProblemDesc p = problem(kFP16, 64, kSilu, kMaskWindow, {100}, {100});
+  p.logit_scale = 0.125f;
   Sm90Options opt;
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
@@ -90,6 +107,10 @@ TEST_CASE("sm90 backward: variant names and support") {
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64>");
   opt.bwd_flags = 0;
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,0>");
+  p.logit_scale = 1.0f;  // the unit-scale specialisation is added whatever the ablation flags
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
+  opt.bwd_flags = -1;
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));
@@ -146,7 +167,7 @@ TEST_CASE("sm90 backward: dQ slots of different sequences never overlap") {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 200; ++trial) {
     const int batch = 1 + int(rng() % 9);
-    std::vector<int> lq(size_t(batch));
+    std::vector<int> lq(static_cast<size_t>(batch));
     for (int& l : lq) l = (rng() % 4 == 0) ? 0 : int(rng() % 300);
     const std::vector<int> cu = offsets_from_lengths(lq);
     const long long slots = dq_num_slots(cu.back(), batch);
@@ -275,14 +296,16 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
     Activation act;
     MaskKind mask;
     int flags;
+    float logit_scale;  // 1: the unit-scale specialisation
   } variants[] = {
-      {kBF16, 128, kFastGelu, kMaskNone, -1},    {kFP16, 64, kGeluPoly, kMaskCausal, -1},
-      {kBF16, 64, kSilu, kMaskWindow, 0},        {kFP16, 128, kReluSquare, kMaskWindow, -1},
-      {kBF16, 128, kFastGeluBf16, kMaskCausal, 0},
+      {kBF16, 128, kFastGelu, kMaskNone, -1, 1.0f},   {kFP16, 64, kGeluPoly, kMaskCausal, -1, 1.0f},
+      {kBF16, 64, kSilu, kMaskWindow, 0, 0.5f},       {kFP16, 128, kReluSquare, kMaskWindow, -1, 0.5f},
+      {kBF16, 128, kFastGeluBf16, kMaskCausal, 0, 1.0f},
   };
   std::vector<KernelSource> sources;
   for (const auto& v : variants) {
-    const ProblemDesc p = problem(v.dtype, v.d, v.act, v.mask, lens, lens);
+    ProblemDesc p = problem(v.dtype, v.d, v.act, v.mask, lens, lens);
+    p.logit_scale = v.logit_scale;
     Sm90Options opt;
     opt.bwd_flags = v.flags;
     for (const KernelSource& s : sm90_backward_sources(p, opt))

@@ -1,0 +1,89 @@
+# lib.sh — helpers shared by the experiment scripts; sourced, never run on its own.
+#
+# Every script follows one shape: `script.sh [OUT]` (OUT defaults to experiments/results), names its
+# kernels in variables at its top, checks before touching the GPU that this build of gdpa knows
+# every kernel and option it is about to use, then makes `gdpa bench` calls whose JSON lands in OUT.
+# One bench call per comparison is the rule: the kernels in it see the same inputs, the same
+# ceilings and the same clocks, so their ratio is meaningful even when absolute numbers drift.
+
+# Run from the repository root whatever the caller's directory: the binary, the NVRTC kernel
+# sources and the default OUT are all found relative to it. An OUT given on the command line is
+# still taken relative to the caller's directory.
+EXP_CALLER_DIR=$PWD
+EXP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$EXP_ROOT"
+
+GDPA=${GDPA:-build/gdpa}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-0}  # seconds per bench call, 0 = none; a hung kernel then cannot eat a session
+EXP_NAME=$(basename "$0" .sh)
+EXP_T0=$(date +%s)
+
+say() { printf '[%s %4ds] %s\n' "$EXP_NAME" "$(( $(date +%s) - EXP_T0 ))" "$*"; }
+die() { say "error: $*" >&2; exit 2; }
+
+# The binary is built on demand so a script works on a fresh checkout; an existing one is trusted
+# (rebuilding here would race with a build the caller may be running).
+require_gdpa() {
+  if [ ! -x "$GDPA" ]; then
+    say "building $GDPA"
+    make --no-print-directory build/gdpa >/dev/null || die "cannot build $GDPA"
+  fi
+}
+
+# `gdpa bench` rejects an unknown kernel only after it has measured the ceilings and generated the
+# first set, and rejects it mid-run, after earlier kernels' rows are lost with the process. Every
+# kernel name is a string literal in the binary, so a name absent from it is certainly unknown:
+# fail here, before any GPU time is spent. (GDPA_SKIP_PREFLIGHT=1 skips the check.)
+require_kernels() {  # require_kernels a,b,c
+  require_names kernel "$1" "Set the script's kernel variable (e.g. OFF=... or KERNELS=...) to names this build has."
+}
+
+require_activations() {  # require_activations a,b,c  (same check: activation names are literals too)
+  require_names activation "$1" "Set ACTS to names this build has."
+}
+
+require_names() {  # require_names WHAT a,b,c HINT
+  [ "${GDPA_SKIP_PREFLIGHT:-0}" = 1 ] && return 0
+  local k missing=() names=()
+  IFS=, read -r -a names <<<"$2"
+  for k in "${names[@]}"; do
+    LC_ALL=C grep -aqF -- "$k" "$GDPA" || missing+=("$k")
+  done
+  [ ${#missing[@]} -eq 0 ] ||
+    die "this build of gdpa does not know $1 name(s): ${missing[*]}. $3 (GDPA_SKIP_PREFLIGHT=1 skips this check.)"
+}
+
+# Same reasoning for options the CLI may not have yet (e.g. --len-k).
+has_bench_option() {  # has_bench_option len-k
+  "$GDPA" bench --help 2>/dev/null | grep -qF -- "--$1"
+}
+
+# bench STEM KERNELS SETS DIRS [extra bench options...]
+#   DIRS: both | fwd | bwd.  Prints a progress line before and after; gdpa itself prints one line per
+#   set and kernel on stderr while it runs.
+bench() {
+  local stem=$1 kernels=$2 sets=$3 dirs=$4
+  shift 4
+  local dir_opt=()
+  case $dirs in
+    both) ;;
+    fwd) dir_opt=(--fwd-only) ;;
+    bwd) dir_opt=(--bwd-only) ;;
+    *) die "bench: direction must be both, fwd or bwd, not '$dirs'" ;;
+  esac
+  local cmd=("$GDPA" bench --kernels "$kernels" --sets "$sets" "${dir_opt[@]}" --out "$OUT" --stem "$stem" "$@")
+  [ "$BENCH_TIMEOUT" != 0 ] && cmd=(timeout --signal=KILL "$BENCH_TIMEOUT" "${cmd[@]}")
+  say "start  $stem: kernels $kernels, sets $sets, $dirs${*:+ $*}"
+  local t0 rc=0
+  t0=$(date +%s)
+  "${cmd[@]}" || rc=$?
+  [ $rc -eq 0 ] || die "$stem: gdpa bench exited with $rc"
+  say "done   $stem in $(( $(date +%s) - t0 ))s"
+}
+
+exp_init() {  # exp_init "$@" — the OUT argument and the binary
+  OUT=${1:-experiments/results}
+  if [ -n "${1:-}" ] && [ "${OUT#/}" = "$OUT" ]; then OUT=$EXP_CALLER_DIR/$OUT; fi
+  mkdir -p "$OUT"
+  require_gdpa
+}
