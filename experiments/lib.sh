@@ -1,4 +1,5 @@
 # lib.sh — helpers shared by the experiment scripts; sourced, never run on its own.
+# shellcheck shell=bash
 #
 # Every script follows one shape: `script.sh [OUT]` (OUT defaults to experiments/results), names its
 # kernels in variables at its top, checks before touching the GPU that this build of gdpa knows
@@ -11,7 +12,7 @@
 # still taken relative to the caller's directory.
 EXP_CALLER_DIR=$PWD
 EXP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$EXP_ROOT"
+cd "$EXP_ROOT" || exit 2
 
 GDPA=${GDPA:-build/gdpa}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-0}  # seconds per bench call, 0 = none; a hung kernel then cannot eat a session

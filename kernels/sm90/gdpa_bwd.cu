@@ -320,29 +320,16 @@ __device__ __forceinline__ void act_f_df2(float x0, float x1, float* f0, float* 
 
 // S^T, dP^T (fp32 accumulators of 64 keys x 64 queries) -> P^T = act(logit_scale S^T) and
 // dS^T = act'(logit_scale S^T) dP^T, packed to the io dtype in place of the accumulators (ptxas
-// puts each packed array in the register block of the accumulator it replaces). Fragment row =
-// key (key0 + row), column = query (query0 + col). MASKED: disallowed entries are SELECTED to 0
-// (never multiplied: a garbage logit or dP of another sequence's row may be Inf or NaN). A
-// thread's pairs sit on two keys only (rows g and g + 8 of its warp's 16), so its mask is two
-// query intervals (bwd_query_interval): one subtract and one unsigned compare per element.
+// puts each packed array in the register block of the accumulator it replaces). No mask here:
+// blocks that need one zero the disallowed entries afterwards (mask_p_ds), so the heavy loop is
+// the same code, with the same small register footprint, for both kinds of block.
 //
 // One pass after both products landed, rather than the activation under the dP^T product: the
 // overlapped form keeps act' (32 fp32) and P^T (16) live next to dP^T, 16 registers more than the
 // 240 a consumer has at D = 128. The other consumer warpgroup's GEMMs fill the tensor cores.
-template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE>
+template <int DTYPE, int ACT, bool UNIT_SCALE>
 __device__ __forceinline__ void scores_to_p_ds(const float (&s)[32], const float (&dp)[32], unsigned (&pk)[16],
-                                               unsigned (&dsk)[16], float logit_scale, const FragThread& f,
-                                               int key0, int query0, const MaskBounds& mb) {
-  int lo[2] = {0, 0}, count[2] = {0, 0};  // per key row (pair i & 1): allowed queries, shifted
-  if constexpr (MASKED) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      bwd_query_interval(MASK, key0 + pair_row(f, e), mb.len_q, mb.len_k, mb.window_left, mb.window_right, &lo[e],
-                         &count[e]);
-      // pair_col(f, i) = 8 (i / 2) + 2 t, so query - lo = 8 (i / 2) - (lo - query0 - 2 t).
-      lo[e] -= query0 + 2 * f.t;
-    }
-  }
+                                               unsigned (&dsk)[16], float logit_scale) {
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     float f0, f1, d0, d1;
@@ -350,18 +337,35 @@ __device__ __forceinline__ void scores_to_p_ds(const float (&s)[32], const float
       act_f_df2<ACT>(s[2 * i], s[2 * i + 1], &f0, &f1, &d0, &d1);
     else
       act_f_df2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &f0, &f1, &d0, &d1);
-    float g0 = d0 * dp[2 * i], g1 = d1 * dp[2 * i + 1];
-    if constexpr (MASKED) {
-      const int c = 8 * (i >> 1) - lo[i & 1];
-      const bool a0 = unsigned(c) < unsigned(count[i & 1]);
-      const bool a1 = unsigned(c + 1) < unsigned(count[i & 1]);
-      f0 = a0 ? f0 : 0.0f;
-      f1 = a1 ? f1 : 0.0f;
-      g0 = a0 ? g0 : 0.0f;
-      g1 = a1 ? g1 : 0.0f;
-    }
     pk[i] = pack2<DTYPE>(f0, f1);
-    dsk[i] = pack2<DTYPE>(g0, g1);
+    dsk[i] = pack2<DTYPE>(d0 * dp[2 * i], d1 * dp[2 * i + 1]);
+  }
+}
+
+// Zeroes the packed P^T and dS^T entries of disallowed or out-of-range (key, query) pairs by
+// clearing their 16-bit halves: a selection, never a multiplication, so the garbage of another
+// sequence's rows (possibly Inf or NaN) cannot leak. Fragment row = key (key0 + row), column =
+// query (query0 + col); the low half of a packed pair is the lower column. A thread's pairs sit on
+// two keys only (rows g and g + 8 of its warp's 16), so its mask is two query intervals
+// (bwd_query_interval): a subtract and an unsigned compare per element.
+template <int MASK>
+__device__ __forceinline__ void mask_p_ds(unsigned (&pk)[16], unsigned (&dsk)[16], const FragThread& f, int key0,
+                                          int query0, const MaskBounds& mb) {
+  int lo[2], count[2];  // per key row (pair i & 1)
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    bwd_query_interval(MASK, key0 + pair_row(f, e), mb.len_q, mb.len_k, mb.window_left, mb.window_right, &lo[e],
+                       &count[e]);
+    // pair_col(f, i) = 8 (i / 2) + 2 t, so query - lo = 8 (i / 2) - (lo - query0 - 2 t).
+    lo[e] -= query0 + 2 * f.t;
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int c = 8 * (i >> 1) - lo[i & 1];
+    const unsigned keep = (unsigned(c) < unsigned(count[i & 1]) ? 0x0000FFFFu : 0u) |
+                          (unsigned(c + 1) < unsigned(count[i & 1]) ? 0xFFFF0000u : 0u);
+    pk[i] &= keep;
+    dsk[i] &= keep;
   }
 }
 
@@ -459,7 +463,8 @@ __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_jo
 //   1  wait Q/dO(t) full (and K, V at the first step of a tile)
 //   2  S^T = K Q^T and dP^T = V dO^T, one commit group
 //   3  wait it
-//   4  P^T and dS^T from the two accumulators (scores_to_p_ds), packed in registers
+//   4  P^T and dS^T from the two accumulators (scores_to_p_ds), packed in registers; boundary
+//      blocks then clear their disallowed entries (mask_p_ds)
 //   5  dS exchange: wait ds_empty[p], store our dS^T half, fence.proxy.async, arrive ds_full[p]
 //   6  dV += P^T dO, dK += dS^T Q (RS), commit   (dS^T was stored first: A registers of an
 //      in-flight wgmma must not even be read)
@@ -576,10 +581,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::wgmma_wait<0>();
       ptx::fence_operand(s_acc);
       ptx::fence_operand(dp_acc);
-      if (bwd_block_needs_mask<MASK>(key0, query0, t, p))
-        scores_to_p_ds<DTYPE, ACT, MASK, true, kUnitScale>(s_acc, dp_acc, pk, dsk, p.logit_scale, f, key0, query0, mb);
-      else
-        scores_to_p_ds<DTYPE, ACT, MASK, false, kUnitScale>(s_acc, dp_acc, pk, dsk, p.logit_scale, f, key0, query0, mb);
+      scores_to_p_ds<DTYPE, ACT, kUnitScale>(s_acc, dp_acc, pk, dsk, p.logit_scale);
+      if (bwd_block_needs_mask<MASK>(key0, query0, t, p)) mask_p_ds<MASK>(pk, dsk, f, key0, query0, mb);
 
       // 5: publish our half of dS^T(step).
       {
