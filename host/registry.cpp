@@ -33,6 +33,12 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   if (name == "baseline") return make_baseline_kernel();
   if (name == "unfused-cublas") return make_unfused_cublas_kernel();
   if (name == "sm90") return make_sm90_kernel();
+  if (name == "sm90-deterministic") {  // backward with bit-identical dQ, run to run
+    Sm90Options o;
+    o.deterministic = true;
+    o.label = "deterministic";
+    return make_sm90_kernel(o);
+  }
   for (const Ablation& a : kAblations) {
     if (name == a.name) {
       Sm90Options o;
@@ -48,7 +54,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v;
+  std::vector<std::string> v = {"sm90-deterministic"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

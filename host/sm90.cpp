@@ -3,8 +3,10 @@
 // and launches a persistent grid of one CTA per SM.
 #include "sm90.h"
 
+#include <algorithm>
 #include <string>
 
+#include "../kernels/common/masks.cuh"
 #include "../kernels/sm90/fwd_config.h"
 #include "device_problem.h"
 #include "sm90_bwd.h"
@@ -29,6 +31,40 @@ KernelSource fwd_source(const ProblemDesc& p, int flags) {
                       "," + std::to_string(int(p.activation)) + "," + std::to_string(int(p.mask)) + "," +
                       std::to_string(flags) + ">";
   return s;
+}
+
+// Host-side tile records (kernels/sm90/fwd_config.h): geometry from the offsets and the mask, and
+// whether the tile can read the K/V its CTA's previous tile left in the ring (same keys of the same
+// KV head, few enough blocks to stay resident).
+std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, bool kv_reuse) {
+  const int bm = sm90::kFwdBlockM, bn = sm90::fwd_block_n(p.head_dim);
+  std::vector<sm90::FwdTileRecord> r(s.tiles.size());
+  for (int c = 0; c < s.ctas(); ++c) {
+    for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
+      const WorkTile& w = s.tiles[size_t(i)];
+      sm90::FwdTileRecord& t = r[size_t(i)];
+      const int b = w.batch, lq = p.len_q(b), lk = p.len_k(b);
+      t.q_row = p.q_begin(b) + w.block * bm;
+      t.k_row = p.k_begin(b);
+      t.len_q = lq;
+      t.len_k = lk;
+      t.heads = w.head | ((w.head / p.group()) << 16);
+      t.m0 = w.block * bm;
+      int first = 0, last = 0;
+      mask_key_range(p.mask, t.m0, std::min(t.m0 + bm, lq), lq, lk, p.window_left, p.window_right, &first, &last);
+      const int n0 = last > first ? first / bn : 0, n1 = last > first ? (last + bn - 1) / bn : 0;
+      t.n_range = n0 | (n1 << 16);
+      t.flags = 0;
+      if (kv_reuse && i > s.cta_begin[size_t(c)]) {
+        const sm90::FwdTileRecord& prev = r[size_t(i) - 1];
+        const int blocks = n1 - n0;
+        if (blocks > 0 && blocks <= sm90::kFwdKvStages && prev.n_range == t.n_range && prev.k_row == t.k_row &&
+            (prev.heads >> 16) == (t.heads >> 16))
+          t.flags |= sm90::kFwdTileReusesKv;
+      }
+    }
+  }
+  return r;
 }
 
 class Sm90Kernel final : public AttentionKernel {
@@ -66,6 +102,9 @@ class Sm90Kernel final : public AttentionKernel {
     if (!sched.tiles.empty()) tiles_.upload(sched.tiles);
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
     cta_begin_.upload(sched.cta_begin);
+    const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, (flags & sm90::kFwdKvReuse) != 0);
+    records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
+    if (!records.empty()) records_.upload(records);
     smem_ = size_t(sm90::fwd_smem_request(p.head_dim, sm90::fwd_block_n(p.head_dim), flags));
     if (smem_ > size_t(dev.max_smem_optin))
       throw CudaError("sm90 forward needs " + std::to_string(smem_) + " bytes of shared memory, the device allows " +
@@ -88,6 +127,7 @@ class Sm90Kernel final : public AttentionKernel {
     params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
     params.num_tiles = num_tiles_;
     params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
+    params.tile_records = reinterpret_cast<const void*>(records_.ptr());
     LaunchShape shape;
     shape.grid[0] = unsigned(ctas_);
     shape.block[0] = sm90::kFwdThreads;
@@ -106,7 +146,7 @@ class Sm90Kernel final : public AttentionKernel {
   ProblemDesc desc_;
   int sms_ = 0;
   std::unique_ptr<Module> fwd_module_;
-  DeviceBuffer tiles_, cta_begin_;
+  DeviceBuffer tiles_, cta_begin_, records_;
   int num_tiles_ = 0, ctas_ = 0;
   size_t smem_ = 0;
   std::unique_ptr<Sm90Backward> bwd_;

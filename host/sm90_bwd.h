@@ -23,4 +23,8 @@ bool sm90_backward_supports(const ProblemDesc& p, std::string* why);
 std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt);
 std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt);
 
+// Deterministic mode: reorders each (sequence, KV head)'s tiles into increasing KV index while
+// keeping the positions the scheduling policy chose, so no CTA waits on a tile queued behind itself.
+void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles);
+
 }  // namespace gdpa

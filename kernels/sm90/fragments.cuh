@@ -12,6 +12,7 @@
 #include "../common/dtype.cuh"
 #include "../common/masks.cuh"
 #include "../../ptx/math.cuh"
+#include "../../ptx/regs.cuh"
 
 namespace gdpa::sm90 {
 
@@ -54,6 +55,21 @@ struct MaskBounds {
 template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N>
 GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale, const FragThread& f,
                         int row0, int col0, const MaskBounds& mb) {
+  // A thread's fragment covers two rows (g and g + 8 of its warp's 16). The allowed keys of a row
+  // are one interval, so the masked path costs two compares per element: [lo, hi) per row,
+  // relative to the block's first key.
+  int lo[2] = {0, 0}, hi[2] = {N, N};
+  if constexpr (MASKED) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + pair_row(f, h);
+      int first, last;
+      mask_key_range(MASK, row, row + 1, mb.len_q, mb.len_k, mb.window_left, mb.window_right, &first, &last);
+      if (row >= mb.len_q) last = first;  // rows past the sequence end see nothing
+      lo[h] = first - col0;
+      hi[h] = last - col0;
+    }
+  }
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
@@ -62,10 +78,9 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
     else
       act_f2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
     if constexpr (MASKED) {
-      const int row = row0 + pair_row(f, i);
-      const int col = col0 + pair_col(f, i);
-      if (!mask_allowed(MASK, row, col, mb.len_q, mb.len_k, mb.window_left, mb.window_right)) a = 0.0f;
-      if (!mask_allowed(MASK, row, col + 1, mb.len_q, mb.len_k, mb.window_left, mb.window_right)) b = 0.0f;
+      const int col = pair_col(f, i);
+      if (col < lo[i & 1] || col >= hi[i & 1]) a = 0.0f;
+      if (col + 1 < lo[i & 1] || col + 1 >= hi[i & 1]) b = 0.0f;
     }
     p[i] = pack2<DTYPE>(a, b);
   }
@@ -75,25 +90,55 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
 // row-major global tensor whose rows are `row_stride` elements apart. Rows past a sequence end
 // belong to the next sequence and are never written.
 template <int DTYPE, int D>
-GDPA_DEVICE void store_rows(const float (&o)[D / 2], unsigned short* base, long long row_stride, int rows_valid,
+GDPA_DEVICE void store_rows(const float (&o)[D / 2], unsigned short* base, int row_stride, int rows_valid,
                             float scale, const FragThread& f) {
 #pragma unroll
   for (int i = 0; i < D / 4; ++i) {
     const int row = pair_row(f, i);
     if (row < rows_valid) {
       const unsigned v = pack2<DTYPE>(o[2 * i] * scale, o[2 * i + 1] * scale);
-      *reinterpret_cast<unsigned*>(base + row * row_stride + pair_col(f, i)) = v;
+      *reinterpret_cast<unsigned*>(base + (long long)row * row_stride + pair_col(f, i)) = v;
+    }
+  }
+}
+
+// Same result as store_rows, through a shared-memory staging buffer of 64 rows of `row_bytes`
+// bytes: the fragment is written there, the warpgroup syncs on named barrier `bar`, and each
+// thread then moves whole 16-byte chunks, so a warp writes two complete rows per instruction.
+// `tid` is the thread's index in the warpgroup. Chunk c of row r sits at chunk c ^ (r % 8): the
+// fragment's 8 rows x 4 column pairs then hit 32 different banks although rows are 256 bytes.
+GDPA_DEVICE unsigned staged_offset(int row, int col, int row_bytes) {
+  return unsigned(row * row_bytes + (((col >> 3) ^ (row & 7)) << 4) + (col & 7) * 2);
+}
+template <int DTYPE, int D>
+GDPA_DEVICE void store_rows_staged(const float (&o)[D / 2], unsigned char* staging, int row_bytes, unsigned short* base,
+                                   int row_stride, int rows_valid, float scale, const FragThread& f, int tid, int bar) {
+  ptx::named_barrier_sync(bar, 128);  // the previous tile's readers are done with the buffer
+#pragma unroll
+  for (int i = 0; i < D / 4; ++i) {
+    const unsigned v = pack2<DTYPE>(o[2 * i] * scale, o[2 * i + 1] * scale);
+    *reinterpret_cast<unsigned*>(staging + staged_offset(pair_row(f, i), pair_col(f, i), row_bytes)) = v;
+  }
+  ptx::named_barrier_sync(bar, 128);
+  constexpr int kChunksPerRow = D * 2 / 16;
+#pragma unroll
+  for (int k = 0; k < 64 * kChunksPerRow / 128; ++k) {
+    const int chunk = k * 128 + tid;
+    const int row = chunk / kChunksPerRow, c = chunk % kChunksPerRow;
+    if (row < rows_valid) {
+      const uint4 v = *reinterpret_cast<const uint4*>(staging + staged_offset(row, c * 8, row_bytes));
+      *reinterpret_cast<uint4*>(base + (long long)row * row_stride + c * 8) = v;
     }
   }
 }
 
 // Writes zeros to rows [0, rows_valid) of a 64 x D block (a query tile that sees no key).
 template <int D>
-GDPA_DEVICE void store_zero_rows(unsigned short* base, long long row_stride, int rows_valid, const FragThread& f) {
+GDPA_DEVICE void store_zero_rows(unsigned short* base, int row_stride, int rows_valid, const FragThread& f) {
 #pragma unroll
   for (int i = 0; i < D / 4; ++i) {
     const int row = pair_row(f, i);
-    if (row < rows_valid) *reinterpret_cast<unsigned*>(base + row * row_stride + pair_col(f, i)) = 0u;
+    if (row < rows_valid) *reinterpret_cast<unsigned*>(base + (long long)row * row_stride + pair_col(f, i)) = 0u;
   }
 }
 

@@ -29,13 +29,35 @@ constexpr int kFwdKvStages = 2;
 GDPA_HD constexpr int fwd_block_n(int head_dim) { return head_dim == 64 ? 128 : 128; }
 GDPA_HD constexpr int fwd_q_stages(int flags) { return (flags & kFwdOuterPipeline) ? 2 : 1; }
 
+// Everything the forward needs about one work tile, computed on the host (host/sm90.cpp) from the
+// schedule and the offsets: 32 bytes, two 16-byte loads, no dependent global reads in the kernel.
+struct FwdTileRecord {
+  int q_row;    // global row of the tile's first query in the packed Q / O
+  int k_row;    // global row of the sequence's first key in the packed K / V
+  int len_q;    // sequence lengths (the mask and the epilogue's row bound need them)
+  int len_k;
+  int heads;    // query head | kv head << 16
+  int m0;       // sequence-local first query row of the tile
+  int n_range;  // first KV block | one-past-last KV block << 16 (empty range: the tile writes zeros)
+  int flags;    // kFwdTileReusesKv: this tile reads the K/V the previous tile of its CTA left in the ring
+};
+constexpr int kFwdTileReusesKv = 1;
+
 // Byte offsets inside the (1024-byte aligned) dynamic shared memory. Every operand tile starts on a
 // 1024-byte boundary because the 128-byte swizzle pattern repeats every 8 rows x 128 bytes and the
 // wgmma descriptors assume base offset 0.
 struct FwdSmemPlan {
   int q_bytes, kv_bytes;           // one Q stage, one K (or V) stage
-  int q_off, k_off, v_off, bar_off, total;
+  int o_row_bytes, o_bytes;        // one consumer's O staging: 64 rows, padded (see below)
+  int q_off, k_off, v_off, o_off, bar_off, total;
 };
+
+// O leaves through shared memory so that global stores are whole 16-byte chunks of whole rows:
+// stored straight from the accumulator fragment, each warp store would cover 8 rows x 16 bytes,
+// half of every 32-byte sector (ncu: 50 % excess sectors, the forward's largest stall). The
+// staging rows are not padded (at D = 128 the 2 KB of padding would pass the 227 KB limit); the
+// 16-byte chunk index is XORed with row % 8 instead (fragments.cuh store_rows_staged).
+GDPA_HD constexpr int fwd_o_row_bytes(int head_dim) { return head_dim * 2; }
 
 GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_stages) {
   FwdSmemPlan s{};
@@ -44,7 +66,10 @@ GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_sta
   s.q_off = 0;
   s.k_off = s.q_off + q_stages * s.q_bytes;
   s.v_off = s.k_off + kFwdKvStages * s.kv_bytes;
-  s.bar_off = s.v_off + kFwdKvStages * s.kv_bytes;
+  s.o_row_bytes = fwd_o_row_bytes(head_dim);
+  s.o_bytes = 64 * s.o_row_bytes;
+  s.o_off = s.v_off + kFwdKvStages * s.kv_bytes;
+  s.bar_off = s.o_off + kFwdConsumerWarpgroups * s.o_bytes;
   s.total = s.bar_off + 8 * (2 * q_stages + 4 * kFwdKvStages);
   return s;
 }

@@ -21,6 +21,14 @@
 //     for the whole work tile; GQA sums the group's heads there, no atomics.
 // Warps 2 and 3 of warpgroup 0 have no work and leave at once.
 //
+// Launch (host/sm90_bwd.cpp): grid = persistent_grid(tiles, SMs), CTA c runs tiles c, c + grid, ...
+// (host/scheduler.h); 384 threads; dynamic shared memory bwd_smem_request(D) (bwd_config.h, with
+// 1024 bytes of alignment slack). Tensor maps: Q and dO with 64-row boxes, K and V with 128-row
+// boxes, 64 columns, 128B swizzle (host/tensor_map.h). Before it: the dQ accumulator (and in the
+// deterministic mode the semaphores) zeroed; after it: dq_convert.cu. The fp32 dQ accumulator is
+// not a tensor-map target: each dQ job is one contiguous 16 KB block (bwd_config.h), added with a
+// 1-D bulk reduce, so the kernel takes no dQ tensor map.
+//
 // Numerics (documented deviation, the forward does the same): the scales are folded out of the
 // rounded products. The kernel rounds P = act(S) and dS = act'(S) dP to the io dtype and applies
 // out_scale to dV and logit_scale * out_scale to dK here and to dQ in dq_convert.cu, one multiply
@@ -114,10 +122,13 @@ struct BoolConstant {
 struct BwdStep {
   int head, m;
 };
-__device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& p, int ls) {
-  const int nm = t.m_end - t.m_begin;
+__device__ __forceinline__ BwdStep bwd_step(int m_begin, int m_end, int kv_head, int group, int ls) {
+  const int nm = m_end - m_begin;
   const int g = ls / nm;
-  return BwdStep{t.kv_head * p.group + g, t.m_begin + (ls - g * nm)};
+  return BwdStep{kv_head * group + g, m_begin + (ls - g * nm)};
+}
+__device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& p, int ls) {
+  return bwd_step(t.m_begin, t.m_end, t.kv_head, p.group, ls);
 }
 
 // What the writer needs to know about the dQ job in staging buffer cw: written by thread 0 of
@@ -138,6 +149,14 @@ struct BwdBarriers {
   unsigned long long ds_full[kBwdDsStages];
   unsigned long long ds_empty[kBwdDsStages];
   DqJobHeader dq_job[kBwdConsumerWarpgroups];
+};
+
+// The per-tile scalars a consumer needs during the steps. They are the same in every thread of
+// the CTA; bwd_consumer passes each through a lane-0 shuffle so that ptxas knows it and keeps them
+// in uniform registers: at D = 128 a consumer thread's 240 vector registers hold 208 of wgmma
+// fragments, and eight more vector registers of scalars made ptxas spill.
+struct BwdTileScalars {
+  int n0, len_q, len_k, m_begin, m_end, kv_head, steps, slot0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -261,7 +280,11 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
       }
       __syncwarp();
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) ptx::named_barrier_arrive(kBarDqEmpty + ((step + c) & 1), kBarDqThreads);
+      // A full bar.sync, not an arrive: the consumer overwrites the job header after its own sync
+      // on this barrier, and a sync on both sides is the form compute-sanitizer's racecheck can
+      // see ordering the header read above before that write. The writer only issues async
+      // reduces, so waiting here for the consumer to reach its next job costs nothing.
+      for (int c = 0; c < kChunks; ++c) ptx::named_barrier_sync(kBarDqEmpty + ((step + c) & 1), kBarDqThreads);
     }
   }
   if (leader) ptx::bulk_wait_group<0>();
@@ -372,10 +395,10 @@ __device__ __forceinline__ void mask_p_ds(unsigned (&pk)[16], unsigned (&dsk)[16
 // True when some (key, query) of keys [key_lo, key_lo + 63] x queries [q_lo, q_lo + 63] is
 // disallowed or out of range: only those blocks pay for the compares.
 template <int MASK>
-__device__ __forceinline__ bool bwd_block_needs_mask(int key_lo, int q_lo, const BwdTile& t, const GdpaParams& p) {
+__device__ __forceinline__ bool bwd_block_needs_mask(int key_lo, int q_lo, int len_q, int len_k, const GdpaParams& p) {
   const int key_hi = key_lo + 63, q_hi = q_lo + kBwdBlockM - 1;
-  if (key_hi >= t.len_k || q_hi >= t.len_q) return true;
-  const int d0 = t.len_k - t.len_q;
+  if (key_hi >= len_k || q_hi >= len_q) return true;
+  const int d0 = len_k - len_q;
   if constexpr (MASK == kMaskCausal) return key_hi > q_lo + d0;  // allowed: key <= query + d0
   if constexpr (MASK == kMaskWindow) {
     const bool right_ok = p.window_right < 0 || key_hi <= q_lo + d0 + p.window_right;
@@ -403,6 +426,14 @@ template <int D>
 __device__ __forceinline__ int bwd_dq_owner_chunk(int j, int cw) {
   const int c = (j + cw) & 1;
   return c < D / kBwdDqCols ? c : -1;
+}
+
+// The first step (CTA-lifetime count) whose dQ job consumer `cw` does: the jobs of a warpgroup
+// are steps first, first + 1, ... (D = 128) or first, first + 2, ... (D = 64), so "job j is not
+// my first" is j > first and "I had a job" is steps > first; no counter needs a register.
+template <int D>
+__device__ __forceinline__ int bwd_first_job(int cw) {
+  return D / kBwdDqCols == 2 ? 0 : cw;
 }
 
 // dQ job of step j: dq (64 queries x 64 columns of chunk c) = dS (64 x 128 keys) K[:, chunk c].
@@ -433,16 +464,18 @@ __device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, BwdB
 // After the dQ job's wgmma completed (or at once, for a warpgroup without a job): give the dS
 // buffer back, then hand the accumulator to the writer through this warpgroup's staging buffer.
 //   DqEmpty generations: the writer arrives once after each of our jobs; we sync before every job
-//   but the first and once at exit (bwd_consumer), so arrivals and syncs pair up in order. A new
+//   but the first (bwd_first_job) and once at exit (bwd_consumer), so arrivals and syncs pair up
+//   in order. A new
 //   generation can only start after the previous completed, because our k-th DqFull arrival needs
 //   the writer's (k-1)-th DqEmpty arrival first and vice versa.
-template <class HeaderFn>
-__device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_job, int j, int cw, int* jobs,
-                                              BwdBarriers* bars, float* staging, HeaderFn header) {
+template <int D, class HeaderFn>
+__device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
+                                              float* staging, HeaderFn header) {
   __syncwarp();
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
   if (!has_job) return;
-  if (*jobs > 0) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);  // the writer read the last job
+  // Not our first job: the writer must have read the previous one.
+  if (j > bwd_first_job<D>(cw)) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
   if (tid == 0) bars->dq_job[cw] = header();  // ordered for the writer by the DqFull barrier below
   float4* dst = reinterpret_cast<float4*>(staging);
@@ -452,7 +485,6 @@ __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_jo
   ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
   __syncwarp();                   // bar.arrive is .aligned (thread 0 took the header branch)
   ptx::named_barrier_arrive(kBarDqFull + cw, kBarDqThreads);
-  ++*jobs;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -460,7 +492,7 @@ __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_jo
 // ---------------------------------------------------------------------------------------------
 //
 // One step t (p = t % kBwdDsStages), in issue order:
-//   1  wait Q/dO(t) full (and K, V at the first step of a tile)
+//   1  wait Q/dO(t) full (K and V were waited for before the tile's first step)
 //   2  S^T = K Q^T and dP^T = V dO^T, one commit group
 //   3  wait it
 //   4  P^T and dS^T from the two accumulators (scores_to_p_ds), packed in registers; boundary
@@ -496,25 +528,31 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
   // CTA-lifetime step counter: dS buffer, dQ owner (the writer keeps the same count) and Q/dO ring
   // position (one slot per step, so the producer's ring counter equals it too).
   int step = 0;
-  int jobs = 0;  // dQ jobs this warpgroup has staged
   float dv[D / 2], dk[D / 2];  // live for a whole work tile
 
   for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
-    const BwdTile t = bwd_tile<MASK>(p, it);
-    const int key0 = t.n0 + 64 * cw;  // sequence-local key of this warpgroup's fragment row 0
-    // Row 0 of this warpgroup's 64 keys in dK / dV. The epilogue re-reads k_row and kv_head from
-    // the tile record instead of keeping them live across the steps (registers are the consumer's
-    // scarcest resource).
+    // Row 0 of this warpgroup's 64 keys in dK / dV.
     auto out_rows = [&](void* grad, int k_row, int kv_head) {
       return static_cast<unsigned short*>(grad) + (long long)(k_row + 64 * cw) * k_stride + (long long)kv_head * D;
     };
-    if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
-      store_zero_rows<D>(out_rows(p.dk, t.k_row, t.kv_head), k_stride, t.len_k - key0, f);
-      store_zero_rows<D>(out_rows(p.dv, t.k_row, t.kv_head), k_stride, t.len_k - key0, f);
-      continue;
+    BwdTileScalars ts;
+    {
+      const BwdTile t = bwd_tile<MASK>(p, it);
+      if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
+        store_zero_rows<D>(out_rows(p.dk, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
+        store_zero_rows<D>(out_rows(p.dv, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
+        continue;
+      }
+      auto uniform = [](int v) { return __shfl_sync(0xffffffffu, v, 0); };
+      ts.n0 = uniform(t.n0);
+      ts.len_q = uniform(t.len_q);
+      ts.len_k = uniform(t.len_k);
+      ts.m_begin = uniform(t.m_begin);
+      ts.m_end = uniform(t.m_end);
+      ts.kv_head = uniform(t.kv_head);
+      ts.steps = uniform(t.steps);
+      ts.slot0 = uniform(dq_slot_begin(t.q_seq_row, t.batch));  // dQ slot of query tile 0
     }
-    const unsigned kv_phase = kvc.phase();
-    const MaskBounds mb{t.len_q, t.len_k, p.window_left, p.window_right};
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
     // Pins the zeros before the first wgmma.fence of the tile: a move defining a wgmma input after
@@ -524,10 +562,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
 
     // The header of the dQ job of step `job_ls` of this tile, column chunk `chunk` (bwd_config.h
     // for the block layout and the semaphores; the deterministic protocol in bwd_dq_writer).
-    const int slot0 = dq_slot_begin(t.q_seq_row, t.batch);  // dQ slot of query tile 0
     auto job_header = [&](int job_ls, int chunk) {
-      const BwdStep js = bwd_step(t, p, job_ls);
-      const long long block = (long long)(slot0 + js.m) * p.heads_q + js.head;
+      const BwdStep js = bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, job_ls);
+      const long long block = (long long)(ts.slot0 + js.m) * p.heads_q + js.head;
       DqJobHeader h;
       h.dst = p.dq_accum + (block * (D / kBwdDqCols) + chunk) * kBwdDqJobFloats;
       h.sem = p.semaphores + block;
@@ -538,10 +575,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
         // the same relation bwd_tile uses the other way round), so n - first / BlockN tiles of the
         // group add before ours, in increasing KV order.
         int first, last;
-        const int r0 = js.m * kBwdBlockM;
-        mask_key_range(MASK, r0, min(r0 + kBwdBlockM, t.len_q), t.len_q, t.len_k, p.window_left, p.window_right,
-                       &first, &last);
-        h.expected = t.n0 / kBwdBlockN - first / kBwdBlockN;
+        const int r0 = js.m * kBwdBlockM, len_q = ts.len_q;
+        mask_key_range(MASK, r0, min(r0 + kBwdBlockM, len_q), len_q, ts.len_k, p.window_left, p.window_right, &first,
+                       &last);
+        h.expected = ts.n0 / kBwdBlockN - first / kBwdBlockN;
       }
       return h;
     };
@@ -552,8 +589,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
     int ls = 0;
     auto step_body = [&](auto has_dq) {
       constexpr bool kHasDq = decltype(has_dq)::value;
-      const BwdStep st = bwd_step(t, p, ls);
-      const int query0 = st.m * kBwdBlockM;
+      const int query0 = bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, ls).m * kBwdBlockM;
       const int qs = step % kBwdQStages;
       const unsigned q_tile = base + plan.q_off + qs * plan.q_bytes;
       const unsigned do_tile = base + plan.do_off + qs * plan.q_bytes;
@@ -568,10 +604,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
 
       // 1-2: the two transposed score products, one commit group.
       consumer_wait(bars->qdo[qs], unsigned(step / kBwdQStages) & 1u);
-      if (ls == 0) {
-        consumer_wait(bars->k, kv_phase);
-        consumer_wait(bars->v, kv_phase);
-      }
       ptx::wgmma_fence();
       issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
       issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
@@ -582,7 +614,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(s_acc);
       ptx::fence_operand(dp_acc);
       scores_to_p_ds<DTYPE, ACT, kUnitScale>(s_acc, dp_acc, pk, dsk, p.logit_scale);
-      if (bwd_block_needs_mask<MASK>(key0, query0, t, p)) mask_p_ds<MASK>(pk, dsk, f, key0, query0, mb);
+      {
+        const int key0 = ts.n0 + 64 * cw, len_q = ts.len_q, len_k = ts.len_k;
+        if (bwd_block_needs_mask<MASK>(key0, query0, len_q, len_k, p))
+          mask_p_ds<MASK>(pk, dsk, f, key0, query0, MaskBounds{len_q, len_k, p.window_left, p.window_right});
+      }
 
       // 5: publish our half of dS^T(step).
       {
@@ -614,10 +650,14 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(dq);
       consumer_release(bars->qdo[qs]);
       if (kHasDq)
-        bwd_dq_finish(dq, chunk >= 0, dq_step, cw, &jobs, bars, staging,
-                      [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
+        bwd_dq_finish<D>(dq, chunk >= 0, dq_step, cw, bars, staging,
+                         [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
     };
-    for (; ls < t.steps; ++ls, ++step) {
+    // K and V of the tile (the first step needs both at once; the producer loads them right after
+    // that step's Q and dO).
+    consumer_wait(bars->k, kvc.phase());
+    consumer_wait(bars->v, kvc.phase());
+    for (; ls < ts.steps; ++ls, ++step) {
       if (kDefer && ls == 0)
         step_body(BoolConstant<false>{});
       else
@@ -633,21 +673,21 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish(dq, chunk >= 0, step - 1, cw, &jobs, bars, staging,
-                    [&] { return job_header(t.steps - 1, chunk); });
+      bwd_dq_finish<D>(dq, chunk >= 0, step - 1, cw, bars, staging, [&] { return job_header(ls - 1, chunk); });
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
     kvc.advance();
 
     // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
     const int4 w = reinterpret_cast<const int4*>(p.tiles)[it];  // {batch, KV head, KV tile, work}
-    const int k_row = p.cu_seqlens_k[w.x] + t.n0;
-    store_rows<DTYPE, D>(dv, out_rows(p.dv, k_row, w.y), k_stride, t.len_k - key0, p.out_scale, f);
-    store_rows<DTYPE, D>(dk, out_rows(p.dk, k_row, w.y), k_stride, t.len_k - key0, p.logit_scale * p.out_scale, f);
+    const int n0 = ts.n0, rows_valid = ts.len_k - n0 - 64 * cw;
+    const int k_row = p.cu_seqlens_k[w.x] + n0;
+    store_rows<DTYPE, D>(dv, out_rows(p.dv, k_row, w.y), k_stride, rows_valid, p.out_scale, f);
+    store_rows<DTYPE, D>(dk, out_rows(p.dk, k_row, w.y), k_stride, rows_valid, p.logit_scale * p.out_scale, f);
   }
   // Pairs the writer's DqEmpty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.
-  if (jobs > 0) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);
+  if (step > bwd_first_job<D>(cw)) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -32,48 +32,39 @@
 
 namespace gdpa::sm90 {
 
-// Named barrier ids (0 is __syncthreads): one per consumer warpgroup for the pingpong turn.
+// Named barrier ids (0 is __syncthreads): one per consumer warpgroup for the pingpong turn, one
+// per consumer warpgroup for its O staging buffer.
 constexpr int kBarSchedBase = 1;
+constexpr int kBarEpilogueBase = kBarSchedBase + kFwdConsumerWarpgroups;
 
-// Registers per thread after reallocation: 40 x 128 + 232 x 256 = 64,512 <= 65,536.
-constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;
+// Registers per thread after reallocation: 24 x 128 + 240 x 256 = 64,512 <= 65,536. A consumer
+// holds S (64), two P buffers (2 x 32) and O (64) at D = 128; at 232 a few loop-carried scalars spill.
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
 
-// Everything about one work tile that producer and consumers both need, derived from the host's
-// WorkTile and the offsets, so neither side has to tell the other anything.
+// One work tile as the host described it (FwdTileRecord), kept packed in registers: consumers
+// hold two of these (this tile and the next) next to ~190 registers of fragments, so every field
+// that can be decoded on use is.
 struct FwdTile {
-  int head, kv_head;
-  int m0;            // sequence-local first query row of the tile
-  int q_row;         // global row of that query in the packed Q / O
-  int k_row;         // global row of the sequence's first key in the packed K / V
+  int q_row;    // global row of the tile's first query in the packed Q / O
+  int k_row;    // global row of the sequence's first key in the packed K / V
   int len_q, len_k;
-  int n_begin, n_end;  // KV blocks [n_begin, n_end) the tile visits (empty: writes zeros)
-  __device__ bool empty() const { return n_end <= n_begin; }
+  int heads;    // query head | kv head << 16
+  int m0;       // sequence-local first query row of the tile
+  int n_range;  // KV blocks [n_begin, n_end) the tile visits, packed; empty: the tile writes zeros
+  int flags;
+  __device__ int head() const { return heads & 0xFFFF; }
+  __device__ int kv_head() const { return heads >> 16; }
+  __device__ int n_begin() const { return n_range & 0xFFFF; }
+  __device__ int n_end() const { return n_range >> 16; }
+  __device__ bool empty() const { return n_end() <= n_begin(); }
+  __device__ bool reuses_kv() const { return (flags & kFwdTileReusesKv) != 0; }
 };
 
-template <int MASK, int BN>
 __device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
-  const int4 w = reinterpret_cast<const int4*>(p.tiles)[index];  // {batch, head, block, work}
-  FwdTile t;
-  const int b = w.x;
-  const int kv_seq = p.kv_index ? p.kv_index[b] : b;
-  t.head = w.y;
-  t.kv_head = w.y / p.group;
-  t.m0 = w.z * kFwdBlockM;
-  t.q_row = p.cu_seqlens_q[b] + t.m0;
-  t.len_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
-  t.k_row = p.cu_seqlens_k[kv_seq];
-  t.len_k = p.cu_seqlens_k[kv_seq + 1] - t.k_row;
-  const int row_end = min(t.m0 + kFwdBlockM, t.len_q);
-  int first, last;
-  mask_key_range(MASK, t.m0, row_end, t.len_q, t.len_k, p.window_left, p.window_right, &first, &last);
-  if (last > first) {
-    t.n_begin = first / BN;
-    t.n_end = (last + BN - 1) / BN;
-  } else {
-    t.n_begin = t.n_end = 0;
-  }
-  return t;
+  const int4* r = reinterpret_cast<const int4*>(p.tile_records) + 2 * index;  // FwdTileRecord
+  const int4 a = r[0], b = r[1];
+  return FwdTile{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 }
 
 // The tiles CTA blockIdx.x runs: its own range of a per-CTA schedule, or every gridDim-th tile.
@@ -87,13 +78,6 @@ __device__ __forceinline__ void cta_tiles(const GdpaParams& p, int* begin, int* 
     *end = p.num_tiles;
     *stride = gridDim.x;
   }
-}
-
-// Tile b can read the K and V that tile a left in the ring: same KV rows of the same head, and
-// few enough blocks that none was overwritten (the ring holds kFwdKvStages blocks).
-__device__ __forceinline__ bool kv_reusable(const FwdTile& a, const FwdTile& b) {
-  return a.k_row == b.k_row && a.kv_head == b.kv_head && a.n_begin == b.n_begin && a.n_end == b.n_end &&
-         a.n_end - a.n_begin <= kFwdKvStages && !a.empty() && !b.empty();
 }
 
 // True when some (row, key) of rows [row_lo, row_hi] x block n is disallowed or past the keys:
@@ -133,15 +117,10 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
   int q_count = 0, kv_count = 0;  // Q tiles and K/V blocks loaded so far (the consumers count the same)
   int it, end, stride;
   cta_tiles(p, &it, &end, &stride);
-  FwdTile prev;
-  bool prev_loaded = false;  // the previous tile of this CTA was not empty
   for (; it < end; it += stride) {
-    const FwdTile t = fwd_tile<MASK, BN>(p, it);
-    if (t.empty()) {
-      prev_loaded = false;
-      continue;
-    }
-    const bool reuse = kReuse && prev_loaded && kv_reusable(prev, t);
+    const FwdTile t = fwd_tile(p, it);
+    if (t.empty()) continue;
+    const bool reuse = kReuse && t.reuses_kv();
     {
       const int s = q_count % QS;
       producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, plan.q_bytes);
@@ -149,10 +128,10 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
 #pragma unroll
       for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
         ptx::tma_load_3d(dst + panel * kFwdBlockM * kSw128RowBytes, tm_q, &bars->q[s].full, panel * kSw128PanelCols,
-                         t.head, t.q_row, ptx::kEvictFirst);
+                         t.head(), t.q_row, ptx::kEvictFirst);
       ++q_count;
     }
-    for (int n = t.n_begin; n < t.n_end && !reuse; ++n, ++kv_count) {
+    for (int n = t.n_begin(); n < t.n_end() && !reuse; ++n, ++kv_count) {
       const int s = kv_count % kFwdKvStages;
       const unsigned phase = unsigned(kv_count / kFwdKvStages) & 1u;
       const int key_row = t.k_row + n * BN;
@@ -161,16 +140,14 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
 #pragma unroll
       for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
         ptx::tma_load_3d(kdst + panel * BN * kSw128RowBytes, tm_k, &bars->k[s].full, panel * kSw128PanelCols,
-                         t.kv_head, key_row, ptx::kEvictLast);
+                         t.kv_head(), key_row, ptx::kEvictLast);
       producer_acquire(bars->v[s], phase, plan.kv_bytes);
       unsigned char* vdst = smem + plan.v_off + s * plan.kv_bytes;
 #pragma unroll
       for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
         ptx::tma_load_3d(vdst + panel * BN * kSw128RowBytes, tm_v, &bars->v[s].full, panel * kSw128PanelCols,
-                         t.kv_head, key_row, ptx::kEvictLast);
+                         t.kv_head(), key_row, ptx::kEvictLast);
     }
-    prev = t;
-    prev_loaded = true;
   }
 }
 
@@ -248,7 +225,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
   const unsigned base_addr = ptx::smem_addr(smem);
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
-  const long long row_stride = (long long)p.heads_q * D;
+  const int row_stride = p.heads_q * D;
   auto q_tile = [&](int count) { return base_addr + plan.q_off + (count % QS) * plan.q_bytes; };
   auto k_tile = [&](int count) { return base_addr + plan.k_off + (count % ST) * plan.kv_bytes; };
   auto v_tile = [&](int count) { return base_addr + plan.v_off + (count % ST) * plan.kv_bytes; };
@@ -264,37 +241,41 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
 
   int q_count = 0;   // Q tiles consumed; the producer loads them in the same order
   int kv_count = 0;  // K/V blocks loaded by the producer so far
-  int run_base = 0;  // kv_count at the first tile of the current K/V reuse run
   int it, end, stride;
   cta_tiles(p, &it, &end, &stride);
+  // The next tile's record is needed at the top of each tile; it was prefetched into L1 one tile
+  // earlier, so its load latency stays off the critical path without holding registers.
+  const FwdTileRecord* records = static_cast<const FwdTileRecord*>(p.tile_records);
   FwdTile cur;
-  if (it < end) cur = fwd_tile<MASK, BN>(p, it);
-  bool cur_reuse = false;          // cur reads the K/V the previous tile left in the ring
+  if (it < end) cur = fwd_tile(p, it);
+  if (it + stride < end) ptx::prefetch_l1(records + it + stride);
   bool first_s_in_flight = false;  // the first QK^T of `cur` was issued during the previous tile
   while (it < end) {
     const int it_next = it + stride;
     const bool have_next = it_next < end;
     FwdTile nxt;
-    if (have_next) nxt = fwd_tile<MASK, BN>(p, it_next);
-    const bool next_reuse = kReuse && have_next && kv_reusable(cur, nxt);
+    if (have_next) nxt = fwd_tile(p, it_next);
+    if (it_next + stride < end) ptx::prefetch_l1(records + it_next + stride);
+    const bool next_reuse = kReuse && have_next && nxt.reuses_kv();
     const int row0 = cur.m0 + 64 * cw;  // sequence-local row of this warpgroup's fragment row 0
-    unsigned short* out = static_cast<unsigned short*>(p.out) + (cur.q_row + 64 * cw) * row_stride + cur.head * D;
-    const int rows_valid = cur.len_q - row0;
+    // Where this warpgroup's 64 output rows go; computed where used, not held through the loop.
+    auto out_rows = [&]() {
+      return static_cast<unsigned short*>(p.out) + (long long)(cur.q_row + 64 * cw) * row_stride + cur.head() * D;
+    };
 
     if (cur.empty()) {  // no visible key (Lk = 0 or a window that misses the tile): O = 0
-      store_zero_rows<D>(out, row_stride, rows_valid, f);
+      store_zero_rows<D>(out_rows(), row_stride, cur.len_q - row0, f);
       it = it_next;
       cur = nxt;
-      cur_reuse = false;
       continue;
     }
     // Block j of this tile sits in ring slot `kvb + j`: freshly loaded ones were loaded right after
-    // the previous tile's, reused ones are where the run's first tile found them.
-    const int kvb = cur_reuse ? run_base : kv_count;
-    if (!cur_reuse) run_base = kv_count;
-    const bool fresh = !cur_reuse;
+    // the previous tile's, reused ones are where the run's first tile had them loaded (every tile
+    // of a run visits the same blocks, so that is kv_count - nblocks).
+    const int nblocks = cur.n_end() - cur.n_begin();
+    const bool fresh = !(kReuse && cur.reuses_kv());
+    const int kvb = fresh ? kv_count : kv_count - nblocks;
     const bool release_kv = !next_reuse;  // keep K/V resident for the next tile of the run
-    const int nblocks = cur.n_end - cur.n_begin;
     const unsigned q_addr = q_tile(q_count);
     const int qs = q_count % QS;
 
@@ -312,7 +293,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
     ptx::fence_operand(s_acc);
     if (release_kv) consumer_release(bars->k[kvb % ST]);
     if (nblocks == 1) consumer_release(bars->q[qs]);
-    activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_a, cur.n_begin, row0, cur, p, f);
+    activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
     auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4]) {
@@ -339,7 +320,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(s_acc);
       if (release_kv) consumer_release(bars->k[kj % ST]);
       if (j == nblocks - 1) consumer_release(bars->q[qs]);
-      activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_out, cur.n_begin + j, row0, cur, p, f);
+      activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(p_in);
       ptx::fence_operand(o_acc);
@@ -373,7 +354,9 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(p_last);
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only.
-      store_rows<DTYPE, D>(o_acc, out, row_stride, rows_valid, p.out_scale, f);
+      store_rows_staged<DTYPE, D>(o_acc, smem + plan.o_off + cw * plan.o_bytes, plan.o_row_bytes, out_rows(), row_stride,
+                                  cur.len_q - row0, p.out_scale, f, int(threadIdx.x) - 128 * (cw + 1),
+                                  kBarEpilogueBase + cw);
       return prefetch;
     };
 
@@ -394,7 +377,6 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
     if (fresh) kv_count += nblocks;
     ++q_count;
     first_s_in_flight = prefetched;
-    cur_reuse = next_reuse;
     it = it_next;
     cur = nxt;
   }
@@ -413,6 +395,7 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
   constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
   static_assert(plan.q_off % 1024 == 0 && plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0,
                 "128B-swizzled tiles must start on 1024-byte boundaries");
+  static_assert(plan.o_off % 16 == 0 && plan.o_row_bytes % 16 == 0, "O staging rows take 16-byte vector accesses");
 
   extern __shared__ unsigned char smem_raw[];
   const unsigned raw = ptx::smem_addr(smem_raw);
