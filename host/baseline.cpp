@@ -41,6 +41,10 @@ class BaselineKernel final : public AttentionKernel {
  public:
   std::string name() const override { return "baseline"; }
 
+  std::vector<KernelSource> sources(const ProblemDesc& p, bool backward) const override {
+    return baseline_kernel_sources(p, backward);
+  }
+
   bool supports(const ProblemDesc& p, int arch, bool backward, std::string* why) const override {
     auto no = [&](const std::string& reason) {
       if (why) *why = reason;

@@ -240,10 +240,11 @@ CheckOutcome run_check(AttentionKernel& kernel, const CheckCase& c, const Device
 
   std::ostringstream detail;
   bool pass = true;
+  const RefMode emulate = kernel.rounds_scores() ? RefMode::kEmulateUnfused : RefMode::kEmulateKernel;
   if (!c.backward) {
     std::vector<double> exact(nq, 0.0), emul(nq, 0.0);
     reference_forward(p, q.data(), k.data(), v.data(), RefMode::kExact, exact.data(), only);
-    reference_forward(p, q.data(), k.data(), v.data(), RefMode::kEmulateKernel, emul.data(), only);
+    reference_forward(p, q.data(), k.data(), v.data(), emulate, emul.data(), only);
     const Judged j = judge_tensor(o_bits, p.dtype, exact, emul, kForwardErrorFactor, p.q_row(), &qrows);
     pass = j.v.pass;
     detail << "O: " << j.v.detail;
@@ -252,7 +253,7 @@ CheckOutcome run_check(AttentionKernel& kernel, const CheckCase& c, const Device
     std::vector<double> dq(nq, 0.0), dk(nk, 0.0), dv(nk, 0.0), eq(nq, 0.0), ek(nk, 0.0), ev(nk, 0.0);
     reference_backward(p, q.data(), k.data(), v.data(), dout.data(), RefMode::kExact, dq.data(), dk.data(),
                        dv.data(), only);
-    reference_backward(p, q.data(), k.data(), v.data(), dout.data(), RefMode::kEmulateKernel, eq.data(),
+    reference_backward(p, q.data(), k.data(), v.data(), dout.data(), emulate, eq.data(),
                        ek.data(), ev.data(), only);
     const Judged jq = judge_tensor(dq_bits, p.dtype, dq, eq, kBackwardErrorFactor, p.q_row(), &qrows);
     const Judged jk = judge_tensor(dk_bits, p.dtype, dk, ek, kBackwardErrorFactor, p.k_row(), &krows);

@@ -35,6 +35,9 @@ class AttentionKernel {
   // Enqueue the forward (writes out) / backward (writes dq, dk, dv). Launch errors throw.
   virtual void forward(const DeviceTensors& t, CUstream stream) = 0;
   virtual void backward(const DeviceTensors& t, CUstream stream) = 0;
+  // True when the implementation rounds S (and dP) to the io dtype before the activation, as the
+  // unfused cuBLAS path does: its rounding is then emulated that way when judging it (verify/).
+  virtual bool rounds_scores() const { return false; }
   // The NVRTC variants prepare() would compile for this problem, so a caller can compile many
   // problems' kernels in parallel (or ahead of time) before preparing them one by one.
   virtual std::vector<KernelSource> sources(const ProblemDesc& p, bool backward) const {

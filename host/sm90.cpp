@@ -73,6 +73,10 @@ class Sm90Kernel final : public AttentionKernel {
 
   std::string name() const override { return opt_.label.empty() ? "sm90" : "sm90-" + opt_.label; }
 
+  std::vector<KernelSource> sources(const ProblemDesc& p, bool backward) const override {
+    return sm90_kernel_sources(p, opt_, backward);
+  }
+
   bool supports(const ProblemDesc& p, int arch, bool backward, std::string* why) const override {
     if (arch != 90) {
       if (why) *why = "the sm90 kernels need a Hopper GPU (sm_90), this one is sm_" + std::to_string(arch);

@@ -41,6 +41,11 @@ class UnfusedCublasKernel final : public AttentionKernel {
   explicit UnfusedCublasKernel(size_t budget) : budget_(budget) {}
 
   std::string name() const override { return "unfused-cublas"; }
+  bool rounds_scores() const override { return true; }
+
+  std::vector<KernelSource> sources(const ProblemDesc& p, bool backward) const override {
+    return unfused_kernel_sources(p, backward);
+  }
 
   bool supports(const ProblemDesc& p, int arch, bool backward, std::string* why) const override {
     auto no = [&](const std::string& reason) {

@@ -260,15 +260,19 @@ struct Pointwise {
       : act(p.activation), dtype(p.dtype), mode(m), ls(p.logit_scale), os(p.out_scale),
         ls_f(p.logit_scale), os_f(p.out_scale), scale_f(p.logit_scale * p.out_scale) {}
 
+  // S as the kernel's activation reads it: fp32, or the io dtype for the unfused path.
+  float s_of(double s_dot) const {
+    const float s = float(s_dot) * ls_f;
+    return mode == RefMode::kEmulateUnfused ? round_io(dtype, s) : s;
+  }
   double p(double s_dot) const {
     if (mode == RefMode::kExact) return os * act_f_exact(act, ls * s_dot);
-    const float s = float(s_dot) * ls_f;
-    return double(round_io(dtype, os_f * act_f_rt(act, s)));
+    return double(round_io(dtype, os_f * act_f_rt(act, s_of(s_dot))));
   }
   double ds(double s_dot, double dp_dot) const {
     if (mode == RefMode::kExact) return ls * os * act_df_exact(act, ls * s_dot) * dp_dot;
-    const float s = float(s_dot) * ls_f;
-    return double(round_io(dtype, scale_f * act_df_rt(act, s) * float(dp_dot)));
+    const float dp = mode == RefMode::kEmulateUnfused ? round_io(dtype, float(dp_dot)) : float(dp_dot);
+    return double(round_io(dtype, scale_f * act_df_rt(act, s_of(s_dot)) * dp));
   }
 };
 

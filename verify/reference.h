@@ -24,7 +24,10 @@
 
 namespace gdpa {
 
-enum class RefMode { kExact, kEmulateKernel };
+// kEmulateUnfused: kEmulateKernel plus the extra rounding of the
+// unfused path (host/unfused_cublas.h): S and dP leave their GEMMs in the io dtype before the
+// elementwise kernel reads them, as torch.bmm gives them to a PyTorch user.
+enum class RefMode { kExact, kEmulateKernel, kEmulateUnfused };
 
 // O for the query sequences in *only_batches (all when null); rows of other sequences are left
 // untouched. Query sequence b reads KV sequence p.kv_seq(b). threads = 0: hardware_concurrency.

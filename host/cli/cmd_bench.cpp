@@ -25,9 +25,10 @@ const char* kHelp =
     "  limit and the fraction of it and of the GEMM ceiling; writes JSON to DIR (default experiments/results).\n"
     "  --kernels: default every kernel that runs here (sm90, baseline, unfused-cublas); ablation variants:\n"
     "             sm90-no-pingpong, sm90-no-outer-pipeline, sm90-no-intra-overlap, sm90-grid-order,\n"
-    "             sm90-longest-first\n"
+    "             sm90-longest-first, sm90-no-kv-reuse; backward: sm90-deterministic\n"
     "  --sets: only sets whose name contains one of the comma-separated texts (e.g. self-s1.0,cross)\n"
-    "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n";
+    "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n"
+    "  --len-k N: the cross sets with every Lk = N instead of 256 (named cross-LkN-L<L>)\n";
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> v;
@@ -52,7 +53,7 @@ int cmd_bench(int argc, char** argv) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  a.check_known({"help", "fwd-only", "bwd-only", "kernels", "sets", "reps", "seed", "out", "stem", "act", "dim"});
+  a.check_known({"help", "fwd-only", "bwd-only", "kernels", "sets", "reps", "seed", "out", "stem", "act", "dim", "len-k"});
   std::string why;
   if (!gpu_available(&why)) {
     std::fprintf(stderr, "gdpa bench: needs a GPU: %s\n", why.c_str());
@@ -89,7 +90,12 @@ int cmd_bench(int argc, char** argv) {
   const std::vector<std::string> set_filters = split(a.get("sets", ""));
   std::vector<BenchRow> rows;
   Json jrows = Json::array();
-  for (const BenchSet& set : seed_bench_sets()) {
+  const int len_k = a.get_int("len-k", 0);
+  for (BenchSet set : seed_bench_sets()) {
+    if (len_k > 0 && set.family == "cross") {
+      set.len_k = len_k;
+      set.name = "cross-Lk" + std::to_string(len_k) + "-L" + std::to_string(set.max_len);
+    }
     if (!selected(set.name, set_filters)) continue;
     const ProblemDesc p = bench_problem(set, seed, base);
     validate(p);

@@ -113,7 +113,8 @@ GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
   s.bar_off = s.dq_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
   // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; then one
   // 24-byte dQ job header per consumer warpgroup (gdpa_bwd.cu, DqJobHeader).
-  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages) + 24 * kBwdConsumerWarpgroups;
+  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 2 * kBwdConsumerWarpgroups) +
+            24 * kBwdConsumerWarpgroups;
   return s;
 }
 

@@ -57,12 +57,10 @@
 
 namespace gdpa::sm90 {
 
-// Named barriers (id 0 is __syncthreads). The dQ hand-off between consumer warpgroup cw and the
-// writer warp, FA3's protocol: DqFull(cw) = 128 consumer arrivals + 32 writer syncs, DqEmpty(cw) =
-// 32 writer arrivals + 128 consumer syncs. See bwd_dq_finish / bwd_dq_writer for the generations.
-constexpr int kBarDqFull = 1;   // + cw
-constexpr int kBarDqEmpty = 3;  // + cw
-constexpr int kBarDqThreads = 128 + 32;
+// The dQ hand-off between consumer warpgroup cw and the writer warp follows FA3's full/empty
+// protocol on a pair of mbarriers per consumer (BwdBarriers::dq_full / dq_empty): the consumer's
+// four warps arrive on full after storing a job, the writer's leader lane arrives on empty once
+// the bulk reduce has read it. See bwd_dq_finish / bwd_dq_writer for the phases.
 
 // Registers per thread after reallocation: (24 + 2 x 240) x 128 = 64,512, exactly what the launch
 // reserved (384 threads x 168). Consumers hold dK and dV (D/2 fp32 each) for a whole work tile plus
@@ -132,7 +130,7 @@ __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& 
 }
 
 // What the writer needs to know about the dQ job in staging buffer cw: written by thread 0 of
-// consumer warpgroup cw before its DqFull arrival, read by the writer after its DqFull sync.
+// consumer warpgroup cw before its DqFull arrival, read by the writer after its dq_full wait.
 struct DqJobHeader {
   float* dst;    // the job's 4096-float block of the accumulator
   int* sem;      // deterministic mode: the (slot, head) semaphore
@@ -148,8 +146,22 @@ struct BwdBarriers {
   SlotBarriers qdo[kBwdQStages];
   unsigned long long ds_full[kBwdDsStages];
   unsigned long long ds_empty[kBwdDsStages];
+  // dQ staging handoff between consumer `cw` and the writer warp: full when the consumer's four
+  // warps have stored a job and its header, empty when the writer's bulk reduce has read it.
+  // mbarriers (release on arrive, acquire on wait) rather than named-barrier arrive/sync pairs:
+  // compute-sanitizer's racecheck sees mbarrier ordering for the plain header stores and loads.
+  unsigned long long dq_full[kBwdConsumerWarpgroups];
+  unsigned long long dq_empty[kBwdConsumerWarpgroups];
   DqJobHeader dq_job[kBwdConsumerWarpgroups];
 };
+
+// Index of a consumer's dQ job among its own jobs, from the step it belongs to: at D = 128 every
+// step gives each consumer one job, at D = 64 they alternate (bwd_first_job), so the k-th
+// handoff on a consumer's staging buffer uses phase parity k & 1 on both sides.
+template <int D>
+__device__ __forceinline__ int dq_job_index(int step) {
+  return D / kBwdDqCols == 2 ? step : step >> 1;
+}
 
 // The per-tile scalars a consumer needs during the steps. They are the same in every thread of
 // the CTA; bwd_consumer passes each through a lane-0 shuffle so that ptxas knows it and keeps them
@@ -258,7 +270,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
-        ptx::named_barrier_sync(kBarDqFull + owner, kBarDqThreads);  // staging(owner) holds the job
+        ptx::mbarrier_wait(&bars->dq_full[owner], unsigned(dq_job_index<D>(step)) & 1u);  // staging(owner) holds the job
         if (leader) {
           const DqJobHeader h = bars->dq_job[owner];
           // Both chunks of a step belong to the same (slot, head): one wait, one release.
@@ -280,11 +292,9 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
       }
       __syncwarp();
 #pragma unroll
-      // A full bar.sync, not an arrive: the consumer overwrites the job header after its own sync
-      // on this barrier, and a sync on both sides is the form compute-sanitizer's racecheck can
-      // see ordering the header read above before that write. The writer only issues async
-      // reduces, so waiting here for the consumer to reach its next job costs nothing.
-      for (int c = 0; c < kChunks; ++c) ptx::named_barrier_sync(kBarDqEmpty + ((step + c) & 1), kBarDqThreads);
+      if (leader)
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
     }
   }
   if (leader) ptx::bulk_wait_group<0>();
@@ -463,11 +473,10 @@ __device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, BwdB
 
 // After the dQ job's wgmma completed (or at once, for a warpgroup without a job): give the dS
 // buffer back, then hand the accumulator to the writer through this warpgroup's staging buffer.
-//   DqEmpty generations: the writer arrives once after each of our jobs; we sync before every job
-//   but the first (bwd_first_job) and once at exit (bwd_consumer), so arrivals and syncs pair up
-//   in order. A new
-//   generation can only start after the previous completed, because our k-th DqFull arrival needs
-//   the writer's (k-1)-th DqEmpty arrival first and vice versa.
+//   dq_empty phases: the writer arrives once after each of our jobs; we wait before every job but
+//   the first (bwd_first_job) and once at exit (bwd_consumer), the k-th wait on parity k & 1 of
+//   our job index (dq_job_index). A phase cannot be skipped: our k-th dq_full arrival needs the
+//   writer's (k-1)-th dq_empty arrival first and vice versa.
 template <int D, class HeaderFn>
 __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
                                               float* staging, HeaderFn header) {
@@ -475,16 +484,16 @@ __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_jo
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
   if (!has_job) return;
   // Not our first job: the writer must have read the previous one.
-  if (j > bwd_first_job<D>(cw)) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);
+  if (j > bwd_first_job<D>(cw)) ptx::mbarrier_wait(&bars->dq_empty[cw], unsigned(dq_job_index<D>(j) - 1) & 1u);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
-  if (tid == 0) bars->dq_job[cw] = header();  // ordered for the writer by the DqFull barrier below
+  if (tid == 0) bars->dq_job[cw] = header();  // ordered for the writer by the dq_full arrival below
   float4* dst = reinterpret_cast<float4*>(staging);
 #pragma unroll
   for (int k = 0; k < 8; ++k)  // dq_frag_index: registers 4k..4k+3 at float4 [k][tid]
     dst[k * 128 + tid] = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
   ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
-  __syncwarp();                   // bar.arrive is .aligned (thread 0 took the header branch)
-  ptx::named_barrier_arrive(kBarDqFull + cw, kBarDqThreads);
+  __syncwarp();                   // the warp's stores (and thread 0's header) before lane 0's arrive
+  if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->dq_full[cw]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -685,9 +694,14 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
     store_rows<DTYPE, D>(dv, out_rows(p.dv, k_row, w.y), k_stride, rows_valid, p.out_scale, f);
     store_rows<DTYPE, D>(dk, out_rows(p.dk, k_row, w.y), k_stride, rows_valid, p.logit_scale * p.out_scale, f);
   }
-  // Pairs the writer's DqEmpty arrival after our last job; it also keeps the staging buffer (and
+  // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.
-  if (step > bwd_first_job<D>(cw)) ptx::named_barrier_sync(kBarDqEmpty + cw, kBarDqThreads);
+  if (step > bwd_first_job<D>(cw)) {
+    // Our last job is the last step of our parity (D = 64 alternates jobs between warpgroups).
+    const int stride = D / kBwdDqCols == 2 ? 1 : 2;
+    const int last = (step - 1) - ((step - 1 - bwd_first_job<D>(cw)) % stride);
+    ptx::mbarrier_wait(&bars->dq_empty[cw], unsigned(dq_job_index<D>(last)) & 1u);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -727,6 +741,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     for (int s = 0; s < kBwdDsStages; ++s) {
       ptx::mbarrier_init(&bars->ds_full[s], kBwdConsumerWarps);
       ptx::mbarrier_init(&bars->ds_empty[s], kBwdConsumerWarps);
+    }
+    for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
+      ptx::mbarrier_init(&bars->dq_full[c], 4);  // lane 0 of each of the consumer's warps
+      ptx::mbarrier_init(&bars->dq_empty[c], 1);  // the writer's leader lane
     }
     ptx::fence_mbarrier_init();
   }

@@ -674,3 +674,21 @@ TEST_CASE("softmax reference: emulated is the exact rounded, rows sum like a sof
       }
   CHECK(same_bits(emu, want));
 }
+
+TEST_CASE("reference: the unfused emulation rounds S once more, and only that") {
+  // One query, one key, D = 1: S = q * k is computed by hand, so the three modes are checkable.
+  ProblemDesc p = make_problem({1}, {1}, 1, 1, 1, kGeluTaylor6);
+  const float q = 1.3125f, k = 1.5703125f, v = 1.0f, dout = 1.0f;  // bf16-exact values
+  const float s = q * k;                                          // 2.0610..., not bf16-exact
+  REQUIRE(round_io(kBF16, s) != s);
+  double o_kernel = 0, o_unfused = 0;
+  reference_forward(p, &q, &k, &v, RefMode::kEmulateKernel, &o_kernel);
+  reference_forward(p, &q, &k, &v, RefMode::kEmulateUnfused, &o_unfused);
+  CHECK(o_kernel == double(round_io(kBF16, round_io(kBF16, act_f_rt(kGeluTaylor6, s)))));
+  CHECK(o_unfused == double(round_io(kBF16, round_io(kBF16, act_f_rt(kGeluTaylor6, round_io(kBF16, s))))));
+  CHECK(o_kernel != o_unfused);  // the steep polynomial turns the extra rounding of S into a different P
+  double dq[3], dk[3], dv[3];
+  reference_backward(p, &q, &k, &v, &dout, RefMode::kEmulateUnfused, dq, dk, dv);
+  const float ds = round_io(kBF16, act_df_rt(kGeluTaylor6, round_io(kBF16, s)) * round_io(kBF16, dout * v));
+  CHECK(dq[0] == double(round_io(kBF16, ds * k)));
+}
