@@ -5,6 +5,7 @@
 #   make bench    the seed's benchmark sets for every kernel, JSON under experiments/results/
 #   make kernels  compile every kernel's default variants to build/kernels/<arch>/*.cubin and *.ptx
 #   make sass     disassemble them (needs cuobjdump, installed from PyPI when missing)
+#   make ablate   every ablation script (one optimization switched off at a time), JSON + figures data
 #   make plots    figures from the committed JSON
 #
 # Missing system packages (doctest, matplotlib) are installed with apt-get when run as root.
@@ -30,7 +31,7 @@ LIB_OBJ  := $(patsubst %.cpp,$(OBJ)/%.o,$(HOST_SRC) $(VERIFY_SRC))
 TEST_OBJ := $(patsubst %.cpp,$(OBJ)/%.o,$(TEST_SRC))
 CLI_OBJ  := $(patsubst %.cpp,$(OBJ)/%.o,$(CLI_SRC))
 
-.PHONY: all build test run bench kernels sass plots deps deps-test deps-sass deps-plots clean
+.PHONY: all build test run bench ablate reproduce kernels sass plots deps deps-test deps-sass deps-plots clean
 
 all build: $(BUILD)/gdpa $(BUILD)/gdpa_tests
 
@@ -59,6 +60,12 @@ run: $(BUILD)/gdpa
 
 bench: $(BUILD)/gdpa
 	$(BUILD)/gdpa bench --out experiments/results
+
+ablate: $(BUILD)/gdpa
+	experiments/ablate_all.sh experiments/results
+
+reproduce: $(BUILD)/gdpa
+	experiments/reproduce.sh experiments/results
 
 kernels: $(BUILD)/gdpa
 	$(BUILD)/gdpa kernels --arch 90 --out $(BUILD)/kernels/sm_90a

@@ -7,6 +7,7 @@
 #include "../kernels/common/activations.cuh"
 #include "../verify/compare.h"
 #include "../verify/reference.h"
+#include "../verify/softmax_reference.h"
 #include "device_problem.h"
 #include "generator.h"
 #include "npy.h"
@@ -243,8 +244,13 @@ CheckOutcome run_check(AttentionKernel& kernel, const CheckCase& c, const Device
   const RefMode emulate = kernel.rounds_scores() ? RefMode::kEmulateUnfused : RefMode::kEmulateKernel;
   if (!c.backward) {
     std::vector<double> exact(nq, 0.0), emul(nq, 0.0);
-    reference_forward(p, q.data(), k.data(), v.data(), RefMode::kExact, exact.data(), only);
-    reference_forward(p, q.data(), k.data(), v.data(), emulate, emul.data(), only);
+    if (kernel.is_softmax()) {
+      reference_softmax_forward(p, q.data(), k.data(), v.data(), RefMode::kExact, exact.data(), only);
+      reference_softmax_forward(p, q.data(), k.data(), v.data(), RefMode::kEmulateKernel, emul.data(), only);
+    } else {
+      reference_forward(p, q.data(), k.data(), v.data(), RefMode::kExact, exact.data(), only);
+      reference_forward(p, q.data(), k.data(), v.data(), emulate, emul.data(), only);
+    }
     const Judged j = judge_tensor(o_bits, p.dtype, exact, emul, kForwardErrorFactor, p.q_row(), &qrows);
     pass = j.v.pass;
     detail << "O: " << j.v.detail;

@@ -38,6 +38,9 @@ class AttentionKernel {
   // True when the implementation rounds S (and dP) to the io dtype before the activation, as the
   // unfused cuBLAS path does: its rounding is then emulated that way when judging it (verify/).
   virtual bool rounds_scores() const { return false; }
+  // True for a softmax-attention kernel (the sm90 kernel's softmax variant): it is judged against
+  // the softmax CPU reference (verify/softmax_reference.h) instead of GDPA's.
+  virtual bool is_softmax() const { return false; }
   // The NVRTC variants prepare() would compile for this problem, so a caller can compile many
   // problems' kernels in parallel (or ahead of time) before preparing them one by one.
   virtual std::vector<KernelSource> sources(const ProblemDesc& p, bool backward) const {

@@ -33,6 +33,12 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   if (name == "baseline") return make_baseline_kernel();
   if (name == "unfused-cublas") return make_unfused_cublas_kernel();
   if (name == "sm90") return make_sm90_kernel();
+  if (name == "sm90-softmax") {  // softmax attention in the same kernel: the freed-resources ablation
+    Sm90Options o;
+    o.softmax = true;
+    o.label = "softmax";
+    return make_sm90_kernel(o);
+  }
   if (name == "sm90-deterministic") {  // backward with bit-identical dQ, run to run
     Sm90Options o;
     o.deterministic = true;
@@ -54,7 +60,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v = {"sm90-deterministic"};
+  std::vector<std::string> v = {"sm90-deterministic", "sm90-softmax"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

@@ -20,7 +20,8 @@ namespace {
 // multiply before the activation.
 int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags : o.fwd_flags;
-  if (p.logit_scale == 1.0f) f |= sm90::kFwdUnitLogitScale;
+  if (o.softmax) f |= sm90::kFwdSoftmax;
+  if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
   return f;
 }
 
@@ -77,6 +78,8 @@ class Sm90Kernel final : public AttentionKernel {
     return sm90_kernel_sources(p, opt_, backward);
   }
 
+  bool is_softmax() const override { return opt_.softmax; }
+
   bool supports(const ProblemDesc& p, int arch, bool backward, std::string* why) const override {
     if (arch != 90) {
       if (why) *why = "the sm90 kernels need a Hopper GPU (sm_90), this one is sm_" + std::to_string(arch);
@@ -84,6 +87,10 @@ class Sm90Kernel final : public AttentionKernel {
     }
     if (p.head_dim != 64 && p.head_dim != 128) {
       if (why) *why = "head_dim " + std::to_string(p.head_dim) + " is not supported (64, 128)";
+      return false;
+    }
+    if (backward && opt_.softmax) {
+      if (why) *why = "the softmax variant is forward-only (it exists to measure the softmax bookkeeping)";
       return false;
     }
     if (backward) return sm90_backward_supports(p, why);
@@ -162,7 +169,7 @@ std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt) { retu
 
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {
   std::vector<KernelSource> v{fwd_source(p, fwd_flags_of(opt, p))};
-  if (backward) {
+  if (backward && !opt.softmax) {
     for (auto& s : sm90_backward_sources(p, opt)) v.push_back(s);
   }
   return v;

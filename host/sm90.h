@@ -14,6 +14,7 @@ struct Sm90Options {
   int bwd_flags = -1;  // kernels/sm90/bwd_config.h BwdFlags; -1 = defaults
   SchedulePolicy policy = SchedulePolicy::kZigzag;
   bool deterministic = false;  // backward: bit-identical dQ run to run
+  bool softmax = false;        // forward only: ordinary softmax attention (kFwdSoftmax), not GDPA
   std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
 };
 

@@ -86,6 +86,95 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
   }
 }
 
+// ---- The softmax variant (kFwdSoftmax): FlashAttention's online softmax on the same fragments ----
+
+// Per thread, for its two rows: running max of the scaled logits in log2 units and the partial row
+// sum of P over this thread's columns (the 4 threads of a row are summed once, at the end).
+struct SoftmaxRows {
+  float m[2];
+  float l[2];
+};
+
+GDPA_DEVICE void softmax_rows_init(SoftmaxRows& r) {
+  r.m[0] = r.m[1] = -__int_as_float(0x7f800000);
+  r.l[0] = r.l[1] = 0.0f;
+}
+
+// P = exp2(S * scale_log2 - m) with m the new running max of each row (masked entries 0, never
+// exp of -inf), corr = exp2(m_old - m_new): the factor O and l must be rescaled by.
+template <int DTYPE, int MASK, bool MASKED, int N>
+GDPA_DEVICE void softmax_s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float scale_log2, const FragThread& f,
+                                int row0, int col0, const MaskBounds& mb, SoftmaxRows& r, float (&corr)[2]) {
+  const float neg_inf = -__int_as_float(0x7f800000);
+  int lo[2] = {0, 0}, hi[2] = {N, N};
+  if constexpr (MASKED) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + pair_row(f, h);
+      int first, last;
+      mask_key_range(MASK, row, row + 1, mb.len_q, mb.len_k, mb.window_left, mb.window_right, &first, &last);
+      if (row >= mb.len_q) last = first;
+      lo[h] = first - col0;
+      hi[h] = last - col0;
+    }
+  }
+  auto allowed = [&](int i, int dc) {
+    const int col = pair_col(f, i) + dc;
+    return !MASKED || (col >= lo[i & 1] && col < hi[i & 1]);
+  };
+  float mx[2] = {neg_inf, neg_inf};
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) {
+    if (allowed(i, 0)) mx[i & 1] = fmaxf(mx[i & 1], s[2 * i]);
+    if (allowed(i, 1)) mx[i & 1] = fmaxf(mx[i & 1], s[2 * i + 1]);
+  }
+  float ref[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // the 4 threads t of a row hold its columns: reduce over the quad
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float m_new = fmaxf(r.m[h], mx[h] * scale_log2);
+    // A row that has seen no allowed key yet keeps m = -inf: use 0 as the reference so that no
+    // exp2(-inf - -inf) = NaN appears (its P entries are all masked to 0 anyway).
+    ref[h] = m_new == neg_inf ? 0.0f : m_new;
+    corr[h] = m_new == neg_inf ? 1.0f : ptx::ex2_approx(r.m[h] - m_new);
+    r.m[h] = m_new;
+    r.l[h] *= corr[h];
+  }
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) {
+    const int h = i & 1;
+    const float a = allowed(i, 0) ? ptx::ex2_approx(fmaf(s[2 * i], scale_log2, -ref[h])) : 0.0f;
+    const float b = allowed(i, 1) ? ptx::ex2_approx(fmaf(s[2 * i + 1], scale_log2, -ref[h])) : 0.0f;
+    r.l[h] += a + b;
+    p[i] = pack2<DTYPE>(a, b);
+  }
+}
+
+// O rows times their factor (the rescale by corr, or the final 1 / l).
+template <int D>
+GDPA_DEVICE void scale_rows(float (&o)[D / 2], const float (&factor)[2]) {
+#pragma unroll
+  for (int i = 0; i < D / 4; ++i) {
+    o[2 * i] *= factor[i & 1];
+    o[2 * i + 1] *= factor[i & 1];
+  }
+}
+
+// The end of a tile: row sums over the quad, O divided by them (a row with no allowed key is 0).
+template <int D>
+GDPA_DEVICE void softmax_normalize(float (&o)[D / 2], const SoftmaxRows& r) {
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = r.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[h] = l > 0.0f ? 1.0f / l : 0.0f;
+  }
+  scale_rows<D>(o, inv);
+}
+
 // Stores a 64 x D fp32 accumulator (times `scale`) as 16-bit values to rows [0, rows_valid) of a
 // row-major global tensor whose rows are `row_stride` elements apart. Rows past a sequence end
 // belong to the next sequence and are never written.

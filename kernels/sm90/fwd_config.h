@@ -17,6 +17,10 @@ enum FwdFlags : int {
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
+  // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled
+  // every block, normalised at the end), to measure what the softmax bookkeeping costs and what
+  // GDPA gains by not having it (the paper's "freed softmax resources").
+  kFwdSoftmax = 32,
 };
 
 constexpr int kFwdConsumerWarpgroups = 2;

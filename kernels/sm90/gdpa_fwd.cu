@@ -212,6 +212,19 @@ __device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigne
     s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
 }
 
+// The softmax variant's counterpart: P from the online softmax, corr for O and the row sums.
+template <int DTYPE, int MASK, int BN>
+__device__ __forceinline__ void softmax_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
+                                              const FwdTile& t, const GdpaParams& prm, const FragThread& f,
+                                              SoftmaxRows& rows, float (&corr)[2]) {
+  const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
+  const float scale_log2 = prm.logit_scale * 1.4426950408889634f;
+  if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
+    softmax_s_to_p<DTYPE, MASK, true, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
+  else
+    softmax_s_to_p<DTYPE, MASK, false, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
+}
+
 template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
 __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsigned char* smem) {
   constexpr int BN = fwd_block_n(D);
@@ -222,6 +235,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
   constexpr bool kOverlap = (FLAGS & kFwdIntraOverlap) != 0;
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
   constexpr bool kUnit = (FLAGS & kFwdUnitLogitScale) != 0;
+  constexpr bool kSoftmax = (FLAGS & kFwdSoftmax) != 0;
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
   const unsigned base_addr = ptx::smem_addr(smem);
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
@@ -234,6 +248,8 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
   float s_acc[BN / 2];
   unsigned p_a[BN / 4], p_b[BN / 4];  // P of consecutive blocks alternate between the two arrays
   float o_acc[D / 2];
+  SoftmaxRows rows;  // softmax variant only (dead code for GDPA)
+  float corr[2];
 
   // The second consumer hands the first turn to the first.
   if constexpr ((FLAGS & kFwdPingpong) != 0)
@@ -293,7 +309,12 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
     ptx::fence_operand(s_acc);
     if (release_kv) consumer_release(bars->k[kvb % ST]);
     if (nblocks == 1) consumer_release(bars->q[qs]);
-    activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
+    if constexpr (kSoftmax) {
+      softmax_rows_init(rows);
+      softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
+    } else {
+      activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
+    }
 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
     auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4]) {
@@ -320,10 +341,16 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(s_acc);
       if (release_kv) consumer_release(bars->k[kj % ST]);
       if (j == nblocks - 1) consumer_release(bars->q[qs]);
-      activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
+      if constexpr (kSoftmax)
+        softmax_block<DTYPE, MASK, BN>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f, rows, corr);
+      else
+        activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(p_in);
       ptx::fence_operand(o_acc);
+      // Softmax: O so far is relative to the previous row max; bring it to the new one before the
+      // next PV GEMM adds P_j V_j (GDPA has no such step: nothing to rescale).
+      if constexpr (kSoftmax) scale_rows<D>(o_acc, corr);
       if (release_kv) consumer_release(bars->v[vj % ST]);
     };
 
@@ -353,9 +380,10 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(o_acc);
       ptx::fence_operand(p_last);
       if (release_kv) consumer_release(bars->v[vj % ST]);
-      // Epilogue: O * out_scale -> io dtype, rows inside the sequence only.
+      // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
+      if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
       store_rows_staged<DTYPE, D>(o_acc, smem + plan.o_off + cw * plan.o_bytes, plan.o_row_bytes, out_rows(), row_stride,
-                                  cur.len_q - row0, p.out_scale, f, int(threadIdx.x) - 128 * (cw + 1),
+                                  cur.len_q - row0, kSoftmax ? 1.0f : p.out_scale, f, int(threadIdx.x) - 128 * (cw + 1),
                                   kBarEpilogueBase + cw);
       return prefetch;
     };

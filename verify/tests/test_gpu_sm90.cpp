@@ -14,13 +14,13 @@ using namespace gdpa;
 
 namespace {
 
-void run_cases(bool backward, const std::vector<std::string>& labels) {
+void run_cases(bool backward, const std::vector<std::string>& labels, const Sm90Options& opt = {}) {
   Context ctx(0);
   if (ctx.info().arch() != 90) {
     MESSAGE("not an sm_90 GPU: the sm90 kernels are not run here");
     return;
   }
-  auto k = make_sm90_kernel();
+  auto k = make_sm90_kernel(opt);
   for (const CheckCase& c : check_matrix(backward, 20261129)) {
     bool wanted = false;
     for (const std::string& l : labels) wanted = wanted || c.label == l;
@@ -37,6 +37,13 @@ TEST_SUITE("gpu") {
   TEST_CASE("sm90 forward matches the CPU reference on jagged batches") {
     run_cases(false, {"act=fast_gelu", "act=gelu_poly", "act=silu", "D=64", "fp16", "mask=causal",
                       "mask=window(37,5)", "MQA G=4", "Lq=1 with an Lk=0", "scales", "kv_index", "cross Lk!=Lq"});
+  }
+  TEST_CASE("sm90 softmax variant matches the softmax CPU reference") {
+    Sm90Options o;
+    o.softmax = true;
+    run_cases(false, {"act=fast_gelu", "D=64", "fp16", "mask=causal", "mask=window(37,5)", "MQA G=4",
+                      "Lq=1 with an Lk=0", "scales", "cross Lk!=Lq"},
+              o);
   }
   TEST_CASE("sm90 deterministic backward gives the same dQ bits twice, and the default mode agrees") {
     Context ctx(0);
