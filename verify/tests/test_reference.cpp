@@ -678,8 +678,8 @@ TEST_CASE("softmax reference: emulated is the exact rounded, rows sum like a sof
 TEST_CASE("reference: the unfused emulation rounds S once more, and only that") {
   // One query, one key, D = 1: S = q * k is computed by hand, so the three modes are checkable.
   ProblemDesc p = make_problem({1}, {1}, 1, 1, 1, kGeluTaylor6);
-  const float q = 1.3125f, k = 1.5703125f, v = 1.0f, dout = 1.0f;  // bf16-exact values
-  const float s = q * k;                                          // 2.0610..., not bf16-exact
+  const float q = 1.015625f, k = 1.015625f, v = 1.0f, dout = 1.0f;  // bf16-exact values
+  const float s = q * k;                                            // 1.0314941..., not bf16-exact
   REQUIRE(round_io(kBF16, s) != s);
   double o_kernel = 0, o_unfused = 0;
   reference_forward(p, &q, &k, &v, RefMode::kEmulateKernel, &o_kernel);
