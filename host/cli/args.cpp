@@ -1,5 +1,6 @@
 #include "args.h"
 
+#include <sstream>
 #include <stdexcept>
 
 namespace gdpa::cli {
@@ -62,6 +63,14 @@ double Args::get_double(const std::string& name, double fallback) const {
 void Args::check_known(const std::set<std::string>& known) const {
   for (const auto& kv : values_)
     if (!known.count(kv.first)) throw std::runtime_error("unknown option --" + kv.first + " (see --help)");
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(item);
+  return v;
 }
 
 }  // namespace gdpa::cli

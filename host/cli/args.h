@@ -24,4 +24,7 @@ class Args {
   std::vector<std::string> positional_;
 };
 
+// "a,b,c" -> {"a", "b", "c"} (empty string -> {}).
+std::vector<std::string> split_list(const std::string& s);
+
 }  // namespace gdpa::cli

@@ -30,14 +30,6 @@ const char* kHelp =
     "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n"
     "  --len-k N: the cross sets with every Lk = N instead of 256 (named cross-LkN-L<L>)\n";
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(item);
-  return v;
-}
-
 bool selected(const std::string& name, const std::vector<std::string>& filters) {
   if (filters.empty()) return true;
   for (const std::string& f : filters)
@@ -76,7 +68,7 @@ int cmd_bench(int argc, char** argv) {
 
   std::vector<std::string> names;
   if (a.has("kernels")) {
-    names = split(a.get("kernels", ""));
+    names = split_list(a.get("kernels", ""));
   } else {
     for (const std::string& n : all_kernel_names())
       if (make_kernel(n)->supports(base, dev.arch(), false, nullptr)) names.push_back(n);
@@ -87,7 +79,7 @@ int cmd_bench(int argc, char** argv) {
   c.gemm_tflops = measure_gemm_ceiling(8192, 10, s, kBF16).median;
   c.copy_gbs = measure_copy_bandwidth(size_t(2) << 30, 10, s).median;
 
-  const std::vector<std::string> set_filters = split(a.get("sets", ""));
+  const std::vector<std::string> set_filters = split_list(a.get("sets", ""));
   std::vector<BenchRow> rows;
   Json jrows = Json::array();
   const int len_k = a.get_int("len-k", 0);

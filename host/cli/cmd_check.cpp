@@ -23,14 +23,6 @@ const char* kHelp =
     "  --kernel: default all kernels that run on this GPU (sm90, baseline, unfused-cublas)\n"
     "  --filter: only cases whose label contains TEXT    --save DIR: write inputs/outputs as .npy\n";
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(item);
-  return v;
-}
-
 }  // namespace
 
 int cmd_check(int argc, char** argv) {
@@ -48,7 +40,7 @@ int cmd_check(int argc, char** argv) {
   Context ctx(0);
   const DeviceInfo& dev = ctx.info();
   const std::string ksel = a.get("kernel", "all");
-  const std::vector<std::string> names = ksel == "all" ? all_kernel_names() : split(ksel);
+  const std::vector<std::string> names = ksel == "all" ? all_kernel_names() : split_list(ksel);
   const uint64_t seed = uint64_t(a.get_int("seed", int(time(nullptr) & 0x7fffffff)));
   const std::string filter = a.get("filter", "");
   std::printf("GPU %s (sm_%d); seed %llu (rerun with --seed to repeat these inputs)\n", dev.name.c_str(), dev.arch(),

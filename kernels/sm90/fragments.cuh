@@ -52,24 +52,28 @@ struct MaskBounds {
 // warpgroup's first row and of the block's first key. MASKED = false is the interior fast path
 // (no compares at all); UNIT_SCALE skips the multiply by logit_scale when it is 1; out_scale is
 // applied later, to O (see the kernel).
+// A thread's fragment covers two rows (g and g + 8 of its warp's 16). The allowed keys of a row
+// are one interval, so a masked block costs two compares per element: [lo, hi) per row, relative
+// to the block's first key col0 (rows past the sequence end see nothing).
+template <int MASK>
+GDPA_DEVICE void row_key_intervals(const FragThread& f, int row0, int col0, const MaskBounds& mb, int (&lo)[2],
+                                   int (&hi)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + pair_row(f, h);
+    int first, last;
+    mask_key_range(MASK, row, row + 1, mb.len_q, mb.len_k, mb.window_left, mb.window_right, &first, &last);
+    if (row >= mb.len_q) last = first;
+    lo[h] = first - col0;
+    hi[h] = last - col0;
+  }
+}
+
 template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N>
 GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale, const FragThread& f,
                         int row0, int col0, const MaskBounds& mb) {
-  // A thread's fragment covers two rows (g and g + 8 of its warp's 16). The allowed keys of a row
-  // are one interval, so the masked path costs two compares per element: [lo, hi) per row,
-  // relative to the block's first key.
   int lo[2] = {0, 0}, hi[2] = {N, N};
-  if constexpr (MASKED) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + pair_row(f, h);
-      int first, last;
-      mask_key_range(MASK, row, row + 1, mb.len_q, mb.len_k, mb.window_left, mb.window_right, &first, &last);
-      if (row >= mb.len_q) last = first;  // rows past the sequence end see nothing
-      lo[h] = first - col0;
-      hi[h] = last - col0;
-    }
-  }
+  if constexpr (MASKED) row_key_intervals<MASK>(f, row0, col0, mb, lo, hi);
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
@@ -107,17 +111,7 @@ GDPA_DEVICE void softmax_s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], f
                                 int row0, int col0, const MaskBounds& mb, SoftmaxRows& r, float (&corr)[2]) {
   const float neg_inf = -__int_as_float(0x7f800000);
   int lo[2] = {0, 0}, hi[2] = {N, N};
-  if constexpr (MASKED) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + pair_row(f, h);
-      int first, last;
-      mask_key_range(MASK, row, row + 1, mb.len_q, mb.len_k, mb.window_left, mb.window_right, &first, &last);
-      if (row >= mb.len_q) last = first;
-      lo[h] = first - col0;
-      hi[h] = last - col0;
-    }
-  }
+  if constexpr (MASKED) row_key_intervals<MASK>(f, row0, col0, mb, lo, hi);
   auto allowed = [&](int i, int dc) {
     const int col = pair_col(f, i) + dc;
     return !MASKED || (col >= lo[i & 1] && col < hi[i & 1]);

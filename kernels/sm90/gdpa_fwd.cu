@@ -103,6 +103,16 @@ struct FwdBarriers {
   SlotBarriers v[kFwdKvStages];
 };
 
+// One tile of `rows` rows x D columns as D/64 TMA boxes of 64 columns (the 128-byte swizzle span),
+// each box landing in its own [rows x 128 B] panel.
+template <int D>
+__device__ __forceinline__ void load_panels(unsigned char* dst, int rows, const ptx::TensorMap* map,
+                                            unsigned long long* bar, int head, int row, unsigned long long policy) {
+#pragma unroll
+  for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
+    ptx::tma_load_3d(dst + panel * rows * kSw128RowBytes, map, bar, panel * kSw128PanelCols, head, row, policy);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Producer: one thread.
 // ---------------------------------------------------------------------------------------------
@@ -124,11 +134,8 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
     {
       const int s = q_count % QS;
       producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, plan.q_bytes);
-      unsigned char* dst = smem + plan.q_off + s * plan.q_bytes;
-#pragma unroll
-      for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
-        ptx::tma_load_3d(dst + panel * kFwdBlockM * kSw128RowBytes, tm_q, &bars->q[s].full, panel * kSw128PanelCols,
-                         t.head(), t.q_row, ptx::kEvictFirst);
+      load_panels<D>(smem + plan.q_off + s * plan.q_bytes, kFwdBlockM, tm_q, &bars->q[s].full, t.head(), t.q_row,
+                     ptx::kEvictFirst);
       ++q_count;
     }
     for (int n = t.n_begin(); n < t.n_end() && !reuse; ++n, ++kv_count) {
@@ -136,17 +143,11 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
       const unsigned phase = unsigned(kv_count / kFwdKvStages) & 1u;
       const int key_row = t.k_row + n * BN;
       producer_acquire(bars->k[s], phase, plan.kv_bytes);
-      unsigned char* kdst = smem + plan.k_off + s * plan.kv_bytes;
-#pragma unroll
-      for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
-        ptx::tma_load_3d(kdst + panel * BN * kSw128RowBytes, tm_k, &bars->k[s].full, panel * kSw128PanelCols,
-                         t.kv_head(), key_row, ptx::kEvictLast);
+      load_panels<D>(smem + plan.k_off + s * plan.kv_bytes, BN, tm_k, &bars->k[s].full, t.kv_head(), key_row,
+                     ptx::kEvictLast);
       producer_acquire(bars->v[s], phase, plan.kv_bytes);
-      unsigned char* vdst = smem + plan.v_off + s * plan.kv_bytes;
-#pragma unroll
-      for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
-        ptx::tma_load_3d(vdst + panel * BN * kSw128RowBytes, tm_v, &bars->v[s].full, panel * kSw128PanelCols,
-                         t.kv_head(), key_row, ptx::kEvictLast);
+      load_panels<D>(smem + plan.v_off + s * plan.kv_bytes, BN, tm_v, &bars->v[s].full, t.kv_head(), key_row,
+                     ptx::kEvictLast);
     }
   }
 }
