@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <sys/stat.h>
 
+#include "ceilings.h"
 #include "generator.h"
 
 namespace gdpa {
@@ -66,12 +67,12 @@ Timing time_enqueue(const std::function<void(CUstream)>& enqueue, CUstream s, in
     b.synchronize();
     ms.push_back(b.ms_since(a));
   }
-  std::sort(ms.begin(), ms.end());
+  const CeilingStats st = summarize_rates(ms.data(), reps);  // median / min / max of any samples
   Timing t;
   t.reps = reps;
-  t.min_ms = ms.front();
-  t.max_ms = ms.back();
-  t.median_ms = reps % 2 ? ms[size_t(reps / 2)] : 0.5 * (ms[size_t(reps / 2 - 1)] + ms[size_t(reps / 2)]);
+  t.min_ms = st.min;
+  t.max_ms = st.max;
+  t.median_ms = st.median;
   return t;
 }
 
