@@ -14,19 +14,4 @@ LK_LIST=${LK_LIST:-256 128 64}
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"
 require_kernels "$FULL,$OFF"
-for lk in $LK_LIST; do
-  if [ "$lk" != 256 ] && ! has_bench_option len-k; then
-    die "Lk = $lk needs \`gdpa bench --len-k\`, which this build lacks; run with LK_LIST=256"
-  fi
-done
-
-n=0
-for lk in $LK_LIST; do
-  n=$((n + 1))
-  say "[$n/$(wc -w <<<"$LK_LIST")] Lk = $lk"
-  if [ "$lk" = 256 ]; then
-    bench "ablation-kv-reuse-lk$lk" "$FULL,$OFF" "$SETS" "$DIRS"
-  else  # --len-k changes only the cross sets: the self ones would be measured again for nothing
-    bench "ablation-kv-reuse-lk$lk" "$FULL,$OFF" cross "$DIRS" --len-k "$lk"
-  fi
-done
+bench_lk_sweep ablation-kv-reuse "$FULL,$OFF" "$SETS" "$DIRS"

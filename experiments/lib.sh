@@ -82,6 +82,28 @@ bench() {
   say "done   $stem in $(( $(date +%s) - t0 ))s"
 }
 
+# bench_lk_sweep STEM_PREFIX KERNELS SETS_AT_256 DIRS — one bench call per Lk in $LK_LIST, stem
+# <prefix>-lk<N>. Lk = 256 runs SETS_AT_256 (the seed's own cross sets need no option); any other Lk
+# runs the cross sets with `--len-k N` (it changes only them: other sets would be re-measured for
+# nothing).
+bench_lk_sweep() {
+  local prefix=$1 kernels=$2 sets256=$3 dirs=$4 lk n=0
+  for lk in $LK_LIST; do
+    if [ "$lk" != 256 ] && ! has_bench_option len-k; then
+      die "Lk = $lk needs \`gdpa bench --len-k\`, which this build lacks; run with LK_LIST=256"
+    fi
+  done
+  for lk in $LK_LIST; do
+    n=$((n + 1))
+    say "[$n/$(wc -w <<<"$LK_LIST")] Lk = $lk"
+    if [ "$lk" = 256 ]; then
+      bench "$prefix-lk$lk" "$kernels" "$sets256" "$dirs"
+    else
+      bench "$prefix-lk$lk" "$kernels" cross "$dirs" --len-k "$lk"
+    fi
+  done
+}
+
 exp_init() {  # exp_init "$@" — the OUT argument and the binary
   OUT=${1:-experiments/results}
   if [ -n "${1:-}" ] && [ "${OUT#/}" = "$OUT" ]; then OUT=$EXP_CALLER_DIR/$OUT; fi

@@ -109,8 +109,6 @@ class Sm90Kernel final : public AttentionKernel {
                                                      sms_, resident);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
-    tiles_ = DeviceBuffer(sched.tiles.empty() ? 16 : sched.tiles.size() * sizeof(WorkTile));
-    if (!sched.tiles.empty()) tiles_.upload(sched.tiles);
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
     cta_begin_.upload(sched.cta_begin);
     const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, (flags & sm90::kFwdKvReuse) != 0);
@@ -135,8 +133,7 @@ class Sm90Kernel final : public AttentionKernel {
     CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
     CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
     GdpaParams params = make_params(p, t);
-    params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
-    params.num_tiles = num_tiles_;
+    params.num_tiles = num_tiles_;  // the kernel reads the tile records, not params.tiles
     params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
     params.tile_records = reinterpret_cast<const void*>(records_.ptr());
     LaunchShape shape;
@@ -157,7 +154,7 @@ class Sm90Kernel final : public AttentionKernel {
   ProblemDesc desc_;
   int sms_ = 0;
   std::unique_ptr<Module> fwd_module_;
-  DeviceBuffer tiles_, cta_begin_, records_;
+  DeviceBuffer cta_begin_, records_;
   int num_tiles_ = 0, ctas_ = 0;
   size_t smem_ = 0;
   std::unique_ptr<Sm90Backward> bwd_;
