@@ -316,7 +316,9 @@ CompiledKernel compile_kernel(const KernelSource& src, int arch) {
     h.field(source);  // the variant's own file may live outside kernels/ (tests)
     h.field(src.name_expression);
     h.u64(options.size());
-    for (const std::string& o : options) h.field(o);
+    // The include path names this checkout's absolute location; hashing it would tie the cache to
+    // one directory, and `gdpa precompile` exists to build a cache that travels with the tree.
+    for (const std::string& o : options) h.field(o == "-I" + root ? std::string("-I<source root>") : o);
     h.u64(uint64_t(arch));
     h.u64(uint64_t(major) * 1000 + uint64_t(minor));
     dir = cache_dir();
@@ -327,6 +329,17 @@ CompiledKernel compile_kernel(const KernelSource& src, int arch) {
   CompiledKernel k = compile_with_nvrtc(src, arch, path, source, options);
   if (use_cache) store_cached(dir, stem, k);
   return k;
+}
+
+std::vector<KernelSource> unique_sources(const std::vector<KernelSource>& srcs) {
+  std::vector<KernelSource> unique;
+  for (const KernelSource& s : srcs) {
+    bool seen = false;
+    for (const KernelSource& u : unique)
+      if (u.file == s.file && u.name_expression == s.name_expression && u.options == s.options) seen = true;
+    if (!seen) unique.push_back(s);
+  }
+  return unique;
 }
 
 std::vector<CompiledKernel> compile_many(const std::vector<KernelSource>& srcs, int arch, int threads) {

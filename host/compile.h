@@ -41,6 +41,10 @@ struct CompileError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The variants of `srcs` without repeats (same file, name expression and options), first
+// occurrences in order: two workers must never compile the same variant into the same cache entry.
+std::vector<KernelSource> unique_sources(const std::vector<KernelSource>& srcs);
+
 // Compiles several variants on `threads` worker threads (<= 0: one per hardware thread) and
 // returns them in the order given. If any fail, throws one CompileError carrying the first
 // failure's log and the names of all failed variants.

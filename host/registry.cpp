@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/fwd_config.h"
 #include "baseline.h"
 #include "sm90.h"
@@ -45,6 +46,19 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "deterministic";
     return make_sm90_kernel(o);
   }
+  // sm90-act-mixN: fast_gelu with N sixteenths of its elements on the FMA pipe (act_mix.h).
+  const std::string mix_prefix = "sm90-act-mix";
+  if (name.compare(0, mix_prefix.size(), mix_prefix) == 0 && name.size() > mix_prefix.size() &&
+      name.size() <= mix_prefix.size() + 2 &&
+      name.find_first_not_of("0123456789", mix_prefix.size()) == std::string::npos) {
+    const int n = std::stoi(name.substr(mix_prefix.size()));
+    if (n <= sm90::kActMixMax) {
+      Sm90Options o;
+      o.act_mix = n;
+      o.label = name.substr(5);
+      return make_sm90_kernel(o);
+    }
+  }
   for (const Ablation& a : kAblations) {
     if (name == a.name) {
       Sm90Options o;
@@ -54,13 +68,13 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
       return make_sm90_kernel(o);
     }
   }
-  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>)");
+  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16)");
 }
 
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v = {"sm90-deterministic", "sm90-softmax"};
+  std::vector<std::string> v = {"sm90-deterministic", "sm90-softmax", "sm90-act-mix4"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../kernels/common/masks.cuh"
+#include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/fwd_config.h"
 #include "device_problem.h"
 #include "sm90_bwd.h"
@@ -22,6 +23,8 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags : o.fwd_flags;
   if (o.softmax) f |= sm90::kFwdSoftmax;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
+  if (p.activation == kFastGelu && !o.softmax)
+    f = sm90::with_act_mix(f, o.act_mix < 0 ? sm90::act_mix_default(p.head_dim, false) : o.act_mix);
   return f;
 }
 

@@ -15,6 +15,8 @@ struct Sm90Options {
   SchedulePolicy policy = SchedulePolicy::kZigzag;
   bool deterministic = false;  // backward: bit-identical dQ run to run
   bool softmax = false;        // forward only: ordinary softmax attention (kFwdSoftmax), not GDPA
+  int act_mix = -1;            // fast_gelu only: sixteenths of the elements on the FMA pipe
+                               // (kernels/sm90/act_mix.h); -1 = act_mix_default for the head dim
   std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/bwd_config.h"
 #include "device_problem.h"
 #include "tensor_map.h"
@@ -50,6 +51,8 @@ namespace {
 int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags : o.bwd_flags;
   if (p.logit_scale == 1.0f) f |= sm90::kBwdUnitLogitScale;
+  if (p.activation == kFastGelu)
+    f = sm90::with_act_mix(f, o.act_mix < 0 ? sm90::act_mix_default(p.head_dim, true) : o.act_mix);
   return f;
 }
 
@@ -85,7 +88,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     std::string why;
     if (!sm90_backward_supports(p, &why)) throw ProblemError("sm90 backward: " + why);
     const int flags = bwd_flags_of(opt_, p);
-    if (flags & ~sm90::kBwdAllFlags) throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
+    if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask)) throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     desc_ = p;
     sms_ = dev.sm_count;
     main_ = load(main_source(p, flags));

@@ -74,6 +74,21 @@ int cmd_bench(int argc, char** argv) {
       if (make_kernel(n)->supports(base, dev.arch(), false, nullptr)) names.push_back(n);
   }
 
+  // Every variant this run needs, compiled in parallel up front (the kernel variant depends on the
+  // problem's dtype, D, activation, mask and scales, which are the same for all sets); prepare()
+  // below then finds each in the cache instead of compiling one after another.
+  {
+    std::vector<KernelSource> srcs;
+    const ProblemDesc p = bench_problem(seed_bench_sets()[0], seed, base);
+    for (const std::string& n : names) {
+      auto k = make_kernel(n);
+      const bool bwd = do_bwd && k->supports(p, dev.arch(), true, nullptr);
+      if ((do_fwd && k->supports(p, dev.arch(), false, nullptr)) || bwd)
+        for (const KernelSource& src : k->sources(p, bwd)) srcs.push_back(src);
+    }
+    if (!srcs.empty()) compile_many(unique_sources(srcs), dev.arch(), 0);
+  }
+
   std::fprintf(stderr, "measuring ceilings (cuBLAS bf16 GEMM 8192^3, device copy)...\n");
   Ceilings c;
   c.gemm_tflops = measure_gemm_ceiling(8192, 10, s, kBF16).median;

@@ -60,7 +60,7 @@ int cmd_check(int argc, char** argv) {
     for (const CheckCase& c : cases)
       if (kernel->supports(c.desc, dev.arch(), c.backward, nullptr))
         for (const KernelSource& s : kernel->sources(c.desc, c.backward)) sources.push_back(s);
-    if (!sources.empty()) compile_many(sources, dev.arch(), 0);
+    if (!sources.empty()) compile_many(unique_sources(sources), dev.arch(), 0);
     for (const CheckCase& c : cases) {
       CheckOutcome o;
       try {

@@ -83,35 +83,41 @@ int cmd_precompile(int argc, char** argv) {
   Args a(argc, argv, 0, {"help"});
   if (a.has("help")) {
     std::puts(
-        "usage: gdpa precompile [--arch 90] [--kernels NAME,..]\n"
-        "  Fills the NVRTC cache with every variant `gdpa check` and `gdpa bench` compile (all kernels, the\n"
-        "  ablation variants too), in parallel. No GPU needed: a cache built here can travel with the tree.");
+        "usage: gdpa precompile [--arch 90] [--kernels NAME,..] [--bench-only] [--dims D,..]\n"
+        "  Fills the NVRTC cache with every variant `gdpa check` and `gdpa bench` compile (default: all\n"
+        "  kernels, the ablation variants too), in parallel. No GPU needed: a cache built here can travel\n"
+        "  with the tree (GDPA_CACHE names another cache folder).\n"
+        "  --kernels: only these kernels   --bench-only: only the benchmark's variants (not the check\n"
+        "  matrix)   --dims: the benchmark's variants at these head dims (default 128)");
     return 0;
   }
-  a.check_known({"help", "arch"});
+  a.check_known({"help", "arch", "kernels", "bench-only", "dims"});
   const int arch = a.get_int("arch", 90);
+  const bool bench_only = a.has("bench-only");
+  std::vector<int> dims;
+  for (const std::string& d : split_list(a.get("dims", "128"))) dims.push_back(std::stoi(d));
   std::vector<KernelSource> srcs;
   std::vector<std::string> names = all_kernel_names();
   for (const std::string& n : ablation_kernel_names()) names.push_back(n);
+  if (a.has("kernels")) names = split_list(a.get("kernels", ""));
   for (const std::string& n : names) {
     auto k = make_kernel(n);
     for (bool bwd : {false, true}) {
-      for (const CheckCase& c : check_matrix(bwd, 1))
-        if (k->supports(c.desc, arch, bwd, nullptr))
-          for (const KernelSource& s : k->sources(c.desc, bwd)) srcs.push_back(s);
-      const ProblemDesc p = bench_problem(seed_bench_sets()[0], 1, default_bench_base());
-      if (k->supports(p, arch, bwd, nullptr))
-        for (const KernelSource& s : k->sources(p, bwd)) srcs.push_back(s);
+      if (!bench_only)
+        for (const CheckCase& c : check_matrix(bwd, 1))
+          if (k->supports(c.desc, arch, bwd, nullptr))
+            for (const KernelSource& s : k->sources(c.desc, bwd)) srcs.push_back(s);
+      for (int d : dims) {
+        ProblemDesc base = default_bench_base();
+        base.head_dim = d;
+        const ProblemDesc p = bench_problem(seed_bench_sets()[0], 1, base);
+        if (k->supports(p, arch, bwd, nullptr))
+          for (const KernelSource& s : k->sources(p, bwd)) srcs.push_back(s);
+      }
     }
   }
   // Duplicates compile once: the cache serves the repeats.
-  std::vector<KernelSource> unique;
-  for (const KernelSource& s : srcs) {
-    bool seen = false;
-    for (const KernelSource& u : unique)
-      if (u.file == s.file && u.name_expression == s.name_expression && u.options == s.options) seen = true;
-    if (!seen) unique.push_back(s);
-  }
+  const std::vector<KernelSource> unique = unique_sources(srcs);
   std::printf("compiling %zu variants for sm_%da into %s\n", unique.size(), arch, cache_dir().c_str());
   std::fflush(stdout);
   const auto out = compile_many(unique, arch, 0);

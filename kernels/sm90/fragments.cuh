@@ -13,6 +13,7 @@
 #include "../common/masks.cuh"
 #include "../../ptx/math.cuh"
 #include "../../ptx/regs.cuh"
+#include "act_mix.h"
 
 namespace gdpa::sm90 {
 
@@ -69,7 +70,18 @@ GDPA_DEVICE void row_key_intervals(const FragThread& f, int row0, int col0, cons
   }
 }
 
-template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N>
+// f of the packed pair i of a fragment row: pair i lies in 8-column block i / 2. With MIX > 0
+// (act_mix.h) fast_gelu's blocks chosen by act_mix_alu_block run gelu_poly on the FMA pipe instead
+// of tanh.approx; i is an unrolled loop index, so the choice costs nothing at run time.
+template <int ACT, int MIX>
+GDPA_DEVICE void act_f2_mixed(int i, float x0, float x1, float* f0, float* f1) {
+  if (ACT == kFastGelu && MIX > 0 && act_mix_alu_block(i >> 1, MIX))
+    act_f2<kGeluPoly>(x0, x1, f0, f1);
+  else
+    act_f2<ACT>(x0, x1, f0, f1);
+}
+
+template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N, int MIX = 0>
 GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale, const FragThread& f,
                         int row0, int col0, const MaskBounds& mb) {
   int lo[2] = {0, 0}, hi[2] = {N, N};
@@ -78,9 +90,9 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
     if constexpr (UNIT_SCALE)
-      act_f2<ACT>(s[2 * i], s[2 * i + 1], &a, &b);
+      act_f2_mixed<ACT, MIX>(i, s[2 * i], s[2 * i + 1], &a, &b);
     else
-      act_f2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
+      act_f2_mixed<ACT, MIX>(i, s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
     if constexpr (MASKED) {
       const int col = pair_col(f, i);
       if (col < lo[i & 1] || col >= hi[i & 1]) a = 0.0f;
@@ -194,23 +206,32 @@ GDPA_DEVICE unsigned staged_offset(int row, int col, int row_bytes) {
   return unsigned(row * row_bytes + (((col >> 3) ^ (row & 7)) << 4) + (col & 7) * 2);
 }
 template <int DTYPE, int D>
-GDPA_DEVICE void store_rows_staged(const float (&o)[D / 2], unsigned char* staging, int row_bytes, unsigned short* base,
+GDPA_DEVICE void store_rows_staged(const float (&o)[D / 2], unsigned staging, int row_bytes, unsigned short* base,
                                    int row_stride, int rows_valid, float scale, const FragThread& f, int tid, int bar) {
+  // `staging` is a shared-window address (ptx::smem_addr): one register instead of a generic
+  // pointer's two, in a function that runs with the accumulators still live.
   ptx::named_barrier_sync(bar, 128);  // the previous tile's readers are done with the buffer
 #pragma unroll
   for (int i = 0; i < D / 4; ++i) {
     const unsigned v = pack2<DTYPE>(o[2 * i] * scale, o[2 * i + 1] * scale);
-    *reinterpret_cast<unsigned*>(staging + staged_offset(pair_row(f, i), pair_col(f, i), row_bytes)) = v;
+    ptx::st_shared_u32(staging + staged_offset(pair_row(f, i), pair_col(f, i), row_bytes), v);
   }
   ptx::named_barrier_sync(bar, 128);
+  // Pass k moves rows [k R, k R + R) with R = 128 / chunks per row (8 or 16, a multiple of 8), so
+  // a thread's row % 8, and with it the swizzle, is the same in every pass: one base address per
+  // thread and a constant step. (Written per pass as chunk / chunks-per-row, the divisions are
+  // hoisted by ptxas to the kernel start and held across the main loop, where they spill.)
   constexpr int kChunksPerRow = D * 2 / 16;
+  constexpr int kRowsPerPass = 128 / kChunksPerRow;
+  static_assert(kRowsPerPass % 8 == 0, "the swizzle must repeat from pass to pass");
+  const int row0 = tid / kChunksPerRow, c = tid % kChunksPerRow;
+  const unsigned src = staging + staged_offset(row0, c * 8, row_bytes);
+  unsigned short* dst = base + (long long)row0 * row_stride + c * 8;
 #pragma unroll
-  for (int k = 0; k < 64 * kChunksPerRow / 128; ++k) {
-    const int chunk = k * 128 + tid;
-    const int row = chunk / kChunksPerRow, c = chunk % kChunksPerRow;
-    if (row < rows_valid) {
-      const uint4 v = *reinterpret_cast<const uint4*>(staging + staged_offset(row, c * 8, row_bytes));
-      *reinterpret_cast<uint4*>(base + (long long)row * row_stride + c * 8) = v;
+  for (int k = 0; k < 64 / kRowsPerPass; ++k) {
+    if (row0 + k * kRowsPerPass < rows_valid) {
+      const uint4 v = ptx::ld_shared_u128(src + k * kRowsPerPass * row_bytes);
+      *reinterpret_cast<uint4*>(dst + (long long)k * kRowsPerPass * row_stride) = v;
     }
   }
 }

@@ -51,6 +51,7 @@
 #include "../../ptx/smem_desc.h"
 #include "../../ptx/tma.cuh"
 #include "../../ptx/wgmma.cuh"
+#include "act_mix.h"
 #include "bwd_config.h"
 #include "fragments.cuh"
 #include "pipeline.cuh"
@@ -68,6 +69,8 @@ namespace gdpa::sm90 {
 constexpr int kBwdProducerRegs = 24;
 constexpr int kBwdConsumerRegs = 240;
 constexpr unsigned kBwdConsumerWarps = 4 * kBwdConsumerWarpgroups;
+// Named barriers (0 is __syncthreads): one per consumer warpgroup for its staged epilogue.
+constexpr int kBwdBarEpilogueBase = 1;
 
 // Everything about one work tile that producer, writer and consumers derive from the host's
 // WorkTile, so no role has to tell another anything.
@@ -291,7 +294,6 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
         }
       }
       __syncwarp();
-#pragma unroll
       if (leader)
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
@@ -360,16 +362,21 @@ __device__ __forceinline__ void act_f_df2(float x0, float x1, float* f0, float* 
 // One pass after both products landed, rather than the activation under the dP^T product: the
 // overlapped form keeps act' (32 fp32) and P^T (16) live next to dP^T, 16 registers more than the
 // 240 a consumer has at D = 128. The other consumer warpgroup's GEMMs fill the tensor cores.
-template <int DTYPE, int ACT, bool UNIT_SCALE>
+//
+// MIX > 0: fast_gelu's 8-column blocks chosen by act_mix_alu_block (act_mix.h) take f and f' from
+// gelu_poly on the FMA pipe instead of tanh.approx (pair i lies in block i / 2).
+template <int DTYPE, int ACT, bool UNIT_SCALE, int MIX>
 __device__ __forceinline__ void scores_to_p_ds(const float (&s)[32], const float (&dp)[32], unsigned (&pk)[16],
                                                unsigned (&dsk)[16], float logit_scale) {
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     float f0, f1, d0, d1;
-    if constexpr (UNIT_SCALE)
-      act_f_df2<ACT>(s[2 * i], s[2 * i + 1], &f0, &f1, &d0, &d1);
+    const float x0 = UNIT_SCALE ? s[2 * i] : s[2 * i] * logit_scale;
+    const float x1 = UNIT_SCALE ? s[2 * i + 1] : s[2 * i + 1] * logit_scale;
+    if (ACT == kFastGelu && MIX > 0 && act_mix_alu_block(i >> 1, MIX))
+      act_f_df2<kGeluPoly>(x0, x1, &f0, &f1, &d0, &d1);
     else
-      act_f_df2<ACT>(s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &f0, &f1, &d0, &d1);
+      act_f_df2<ACT>(x0, x1, &f0, &f1, &d0, &d1);
     pk[i] = pack2<DTYPE>(f0, f1);
     dsk[i] = pack2<DTYPE>(d0 * dp[2 * i], d1 * dp[2 * i + 1]);
   }
@@ -496,6 +503,19 @@ __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_jo
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->dq_full[cw]);
 }
 
+// Waits until the writer has read consumer cw's last dQ job (if it had one; `step` = steps done in
+// the CTA's lifetime), so that its staging buffer may be rewritten. The wait is for a phase the
+// next job's own wait (bwd_dq_finish) targets as well, so waiting for it early is harmless.
+template <int D>
+__device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw, int step) {
+  if (step > bwd_first_job<D>(cw)) {
+    // Our last job is the last step of our parity (D = 64 alternates jobs between warpgroups).
+    const int stride = D / kBwdDqCols == 2 ? 1 : 2;
+    const int last = (step - 1) - ((step - 1 - bwd_first_job<D>(cw)) % stride);
+    ptx::mbarrier_wait(&bars->dq_empty[cw], unsigned(dq_job_index<D>(last)) & 1u);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Consumer: one warpgroup (cw = 0 or 1), keys [n0 + 64 cw, + 64) of every work tile.
 // ---------------------------------------------------------------------------------------------
@@ -512,8 +532,9 @@ __device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_jo
 //   7  dQ job: step t-1 (kBwdDeferDq, not at a tile's first step) or step t: wait ds_full, 8
 //      wgmmas, commit
 //   8  wait all: release Q/dO(t); dq job: arrive ds_empty, stage for the writer
-// After the last step V is released; with kBwdDeferDq the tile then runs the dQ job of its last
-// step; then K is released, and dK, dV are stored.
+// V is released at step 3 of the tile's last step (dP^T is its only reader); with kBwdDeferDq the
+// tile then runs the dQ job of its last step; then K is released, and dK, dV leave through the
+// warpgroup's dQ staging buffer.
 //
 // dS exchange protocol: buffer p is reused every kBwdDsStages steps. Its "empty" phase for use u
 // completes when all 8 consumer warps have arrived after use u's dQ job (a warpgroup without a job
@@ -622,7 +643,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::wgmma_wait<0>();
       ptx::fence_operand(s_acc);
       ptx::fence_operand(dp_acc);
-      scores_to_p_ds<DTYPE, ACT, kUnitScale>(s_acc, dp_acc, pk, dsk, p.logit_scale);
+      // dP^T is V's only reader: after the tile's last one, the producer may load the next tile's
+      // V while this tile's last dV / dK / dQ products and its epilogue still run.
+      if (ls == ts.steps - 1) consumer_release(bars->v);
+      scores_to_p_ds<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS)>(s_acc, dp_acc, pk, dsk, p.logit_scale);
       {
         const int key0 = ts.n0 + 64 * cw, len_q = ts.len_q, len_k = ts.len_k;
         if (bwd_block_needs_mask<MASK>(key0, query0, len_q, len_k, p))
@@ -672,7 +696,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       else
         step_body(BoolConstant<true>{});
     }
-    consumer_release(bars->v);  // the last step's dP^T, V's last reader, has completed
 
     if constexpr (kDefer) {  // the last step's dQ job, while K is still resident
       float dq[32];
@@ -688,20 +711,24 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
     kvc.advance();
 
     // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
+    // dV and dK leave through this warpgroup's dQ staging buffer (free once the writer has read
+    // our last job), so each global store is a whole 16-byte chunk of a row: stored straight from
+    // the fragment, a warp's store would touch 8 rows x 16 bytes, half of each 32-byte sector.
     const int4 w = reinterpret_cast<const int4*>(p.tiles)[it];  // {batch, KV head, KV tile, work}
     const int n0 = ts.n0, rows_valid = ts.len_k - n0 - 64 * cw;
     const int k_row = p.cu_seqlens_k[w.x] + n0;
-    store_rows<DTYPE, D>(dv, out_rows(p.dv, k_row, w.y), k_stride, rows_valid, p.out_scale, f);
-    store_rows<DTYPE, D>(dk, out_rows(p.dk, k_row, w.y), k_stride, rows_valid, p.logit_scale * p.out_scale, f);
+    const int tid = int(threadIdx.x) - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
+    const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
+    bwd_wait_staging_idle<D>(bars, cw, step);
+    store_rows_staged<DTYPE, D>(dv, stage, D * 2, out_rows(p.dv, k_row, w.y), int(k_stride), rows_valid, p.out_scale,
+                                f, tid, bar);
+    store_rows_staged<DTYPE, D>(dk, stage, D * 2, out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid,
+                                p.logit_scale * p.out_scale, f, tid, bar);
+    ptx::named_barrier_sync(bar, 128);  // all reads of the staged dK done before a dQ job overwrites it
   }
   // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.
-  if (step > bwd_first_job<D>(cw)) {
-    // Our last job is the last step of our parity (D = 64 alternates jobs between warpgroups).
-    const int stride = D / kBwdDqCols == 2 ? 1 : 2;
-    const int last = (step - 1) - ((step - 1 - bwd_first_job<D>(cw)) % stride);
-    ptx::mbarrier_wait(&bars->dq_empty[cw], unsigned(dq_job_index<D>(last)) & 1u);
-  }
+  bwd_wait_staging_idle<D>(bars, cw, step);
 }
 
 // ---------------------------------------------------------------------------------------------

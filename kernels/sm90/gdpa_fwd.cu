@@ -203,14 +203,14 @@ __device__ __forceinline__ void sched_pass(int cw) {
   if constexpr ((FLAGS & kFwdPingpong) != 0) ptx::named_barrier_arrive(kBarSchedBase + (cw ^ 1), 2 * 128);
 }
 
-template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE>
+template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX>
 __device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
                                                const FwdTile& t, const GdpaParams& prm, const FragThread& f) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
   if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
-    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX>(s, p, prm.logit_scale, f, row0, n * BN, mb);
   else
-    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX>(s, p, prm.logit_scale, f, row0, n * BN, mb);
 }
 
 // The softmax variant's counterpart: P from the online softmax, corr for O and the row sums.
@@ -237,6 +237,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
   constexpr bool kUnit = (FLAGS & kFwdUnitLogitScale) != 0;
   constexpr bool kSoftmax = (FLAGS & kFwdSoftmax) != 0;
+  constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
   const unsigned base_addr = ptx::smem_addr(smem);
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
@@ -314,7 +315,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       softmax_rows_init(rows);
       softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
     } else {
-      activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
+      activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
     }
 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
@@ -345,7 +346,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       if constexpr (kSoftmax)
         softmax_block<DTYPE, MASK, BN>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f, rows, corr);
       else
-        activate_block<DTYPE, ACT, MASK, BN, kUnit>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
+        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(p_in);
       ptx::fence_operand(o_acc);
@@ -383,7 +384,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-      store_rows_staged<DTYPE, D>(o_acc, smem + plan.o_off + cw * plan.o_bytes, plan.o_row_bytes, out_rows(), row_stride,
+      store_rows_staged<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, plan.o_row_bytes, out_rows(), row_stride,
                                   cur.len_q - row0, kSoftmax ? 1.0f : p.out_scale, f, int(threadIdx.x) - 128 * (cw + 1),
                                   kBarEpilogueBase + cw);
       return prefetch;

@@ -299,6 +299,7 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
       {kBF16, 128, kFastGelu, kMaskNone, -1, 1.0f},   {kFP16, 64, kGeluPoly, kMaskCausal, -1, 1.0f},
       {kBF16, 64, kSilu, kMaskWindow, 0, 0.5f},       {kFP16, 128, kReluSquare, kMaskWindow, -1, 0.5f},
       {kBF16, 128, kFastGeluBf16, kMaskNone, -1, 1.0f}, {kBF16, 128, kHardswish, kMaskCausal, -1, 0.5f},
+      {kBF16, 128, kFastGelu, kMaskCausal, -1, 1.0f},  // with act_mix 4 below: mixed MUFU / FMA
   };
   std::vector<KernelSource> sources;
   for (const auto& v : variants) {
@@ -306,11 +307,12 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
     p.logit_scale = v.logit_scale;
     Sm90Options opt;
     opt.bwd_flags = v.flags;
+    if (v.act == kFastGelu && v.mask == kMaskCausal) opt.act_mix = 4;
     for (const KernelSource& s : sm90_backward_sources(p, opt))
       if (std::none_of(sources.begin(), sources.end(),
                        [&](const KernelSource& o) { return o.name_expression == s.name_expression; }))
         sources.push_back(s);
   }
-  CHECK(sources.size() == 10);  // 6 main variants + dq_convert for 4 (dtype, D) pairs
+  CHECK(sources.size() == 11);  // 7 main variants + dq_convert for 4 (dtype, D) pairs
   compile_clean(sources);
 }

@@ -3,6 +3,7 @@
 // local-memory spills).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "../../host/compile.h"
 #include "../../host/problem.h"
 #include "../../host/sm90.h"
+#include "../../kernels/sm90/act_mix.h"
 #include "../../kernels/sm90/fwd_config.h"
 #include "sass_tools.h"
 
@@ -42,20 +44,25 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     Activation a;
     MaskKind m;
     int max_local;  // LDL + STL instructions allowed
+    int act_mix;    // Sm90Options::act_mix (-1: the default)
   };
   // The benchmark variant and a D = 64 one keep every register; the heaviest combination (the
   // 10-FMA gelu_poly with a two-sided window mask) spills a few loop-carried scalars, a handful of
-  // local accesses per tile against ~16k instructions per tile, never a fragment register.
-  const V variants[] = {{kBF16, 128, kFastGelu, kMaskNone, 0},
-                        {kFP16, 64, kSilu, kMaskCausal, 0},
-                        {kBF16, 128, kGeluPoly, kMaskWindow, 8}};
+  // local accesses per tile against ~16k instructions per tile, never a fragment register. The
+  // mixed fast_gelu at D = 128 keeps one per-tile predicate (the outer-pipeline test) in local
+  // memory: one store and one load per tile.
+  const V variants[] = {{kBF16, 128, kFastGelu, kMaskNone, 0, -1},  {kFP16, 64, kSilu, kMaskCausal, 0, -1},
+                        {kBF16, 128, kGeluPoly, kMaskWindow, 8, -1}, {kBF16, 128, kFastGelu, kMaskNone, 2, 4},
+                        {kBF16, 64, kFastGelu, kMaskCausal, 0, 6}};
   for (const V& v : variants) {
     p.dtype = v.dt;
     p.head_dim = v.d;
     p.activation = v.a;
     p.mask = v.m;
     if (v.m == kMaskWindow) p.window_left = p.window_right = 16;
-    const std::vector<KernelSource> srcs = sm90_kernel_sources(p, Sm90Options{}, false);
+    Sm90Options opt;
+    opt.act_mix = v.act_mix;
+    const std::vector<KernelSource> srcs = sm90_kernel_sources(p, opt, false);
     REQUIRE(srcs.size() == 1);
     const CompiledKernel k = compile_kernel(srcs[0], 90);
     CAPTURE(srcs[0].name_expression);
@@ -69,4 +76,39 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     CHECK(count_of(sass, "USETMAXREG") >= 2);
     CHECK(count_of(sass, "LDL") + count_of(sass, "STL") <= v.max_local);
   }
+}
+
+TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and travels in FLAGS") {
+  using namespace sm90;
+  for (int mix = 0; mix <= kActMixMax; ++mix) {
+    CAPTURE(mix);
+    int n16 = 0, n8 = 0, longest_run = 0, run = 0;
+    for (int b = 0; b < 16; ++b) {
+      const bool alu = act_mix_alu_block(b, mix);
+      n16 += alu;
+      if (b < 8) n8 += alu;
+      run = alu ? run + 1 : 0;
+      longest_run = std::max(longest_run, run);
+    }
+    CHECK(n16 == mix);      // a forward row of 16 blocks (BlockN = 128)
+    CHECK(n8 == mix / 2);   // a backward row of 8 blocks (64 queries)
+    // Evenly spread: no two FMA blocks in a row while fewer than half of them are FMA blocks.
+    if (mix <= 8) CHECK(longest_run <= 1);
+    const int flags = with_act_mix(kFwdDefaultFlags | kFwdUnitLogitScale, mix);
+    CHECK(act_mix_of(flags) == mix);
+    CHECK((flags & ~kActMixMask) == (kFwdDefaultFlags | kFwdUnitLogitScale));
+  }
+  // Only fast_gelu has a MUFU form to mix: other activations keep one variant whatever act_mix says.
+  ProblemDesc p;
+  p.cu_seqlens_q = p.cu_seqlens_k = {0, 1};
+  p.dtype = kBF16;
+  p.head_dim = 128;
+  Sm90Options opt;
+  opt.act_mix = 4;
+  p.activation = kGeluPoly;
+  CHECK(sm90_kernel_sources(p, opt, false)[0].name_expression ==
+        sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression);
+  p.activation = kFastGelu;
+  CHECK(sm90_kernel_sources(p, opt, false)[0].name_expression !=
+        sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression);
 }
