@@ -4,6 +4,7 @@
 # to MUFU tanh, for N in $MIXES (0 = the plain MUFU form), at D = 128 and D = 64, forward and
 # backward, in one bench call per head dim so every N sees the same inputs and clocks. The best N
 # per head dim and direction is what act_mix_default() should hold.
+# JSON stems ablation-actmix-d<D>; figure experiments/results/figures/ablation_act_mix.png.
 #   usage: experiments/ablate_act_mix.sh [OUT]    (OUT default: experiments/results)
 set -euo pipefail
 MIXES=${MIXES:-0 2 3 4 6}
@@ -21,5 +22,5 @@ n=0
 for d in $DIMS; do
   n=$((n + 1))
   say "[$n/$(wc -w <<<"$DIMS")] D = $d: $kernels"
-  bench "ablation-act-mix-d$d" "$kernels" "$SETS" "$DIRS" --act fast_gelu --dim "$d"
+  bench "ablation-actmix-d$d" "$kernels" "$SETS" "$DIRS" --act fast_gelu --dim "$d"
 done

@@ -495,7 +495,8 @@ def accuracy_rows(results):
     if not files:
         return None, []
     rf = files[-1]
-    rows = [r for r in rf.rows if isinstance(r, dict) and "activation" in r]
+    rows = [r for r in rf.rows if isinstance(r, dict) and "activation" in r
+            and (r["activation"] in ACTIVATION_ORDER or "mixed" in r["activation"])]
     return rf, rows
 
 
@@ -581,6 +582,59 @@ def activation_figure(results):
     else:
         note("activations.png: no accuracy JSON (stem accuracy*): drawing time only")
     footnote(fig, text)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Mixed MUFU / FMA fast_gelu: the full kernel with N sixteenths of the scores on the FMA pipe
+# ---------------------------------------------------------------------------------------------
+def act_mix_kernels(rf):
+    """The sm90-act-mixN kernels of one run, by N."""
+    names = {r["kernel"] for r in rf.rows if isinstance(r, dict) and str(r.get("kernel", "")).startswith("sm90-act-mix")}
+    return sorted(names, key=lambda k: int(k[len("sm90-act-mix"):]))
+
+
+def act_mix_figure(results):
+    runs = [rf for rf in results if rf.stem.startswith("ablation-actmix-d")]
+    if not runs:
+        note("ablation_act_mix.png: no runs (stems ablation-actmix-d<D>, experiments/ablate_act_mix.sh): skipped")
+        return None
+    runs = sorted(newest_per(runs, lambda r: r.head_dim), key=lambda r: -r.head_dim)
+    fig = new_figure(10.0, 3.8 * len(runs))
+    axes = []
+    for i, rf in enumerate(runs):
+        ax = fig.add_subplot(len(runs), 1, i + 1)
+        kernels = act_mix_kernels(rf)
+        base = "sm90-act-mix0" if "sm90-act-mix0" in kernels else kernels[0]
+        keys = sorted({(s, d) for s in rf.bench_sets() for d in ("fwd", "bwd") if rf.row(s, base, d)},
+                      key=lambda k: (k[1] != "fwd", set_sort_key(k[0])))
+        group = 0.84
+        width = group / max(1, len(kernels))
+        for j, k in enumerate(kernels):
+            xs, ys = [], []
+            for g, (sname, direction) in enumerate(keys):
+                r, b = rf.row(sname, k, direction), rf.row(sname, base, direction)
+                if r and b:
+                    xs.append(g - group / 2 + width * (j + 0.5))
+                    ys.append((r["median_ms"] / b["median_ms"] - 1.0) * 100.0)
+            n = int(k[len("sm90-act-mix"):])
+            ax.bar(xs, ys, width * 0.92, color=ACTIVATION_COLOURS[j % len(ACTIVATION_COLOURS)],
+                   label=f"{n}/16 on the FMA pipe", zorder=3)
+            if k != base:
+                for x, y in zip(xs, ys):
+                    ax.text(x, max(y, 0.0), f"{y:+.1f}", ha="center", va="bottom", fontsize=6, rotation=90)
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels([f"{set_label(sname)}\n{d} {rf.row(sname, base, d)['median_ms']:.2f} ms"
+                            for sname, d in keys], fontsize=7)
+        ax.axhline(0.0, color="#444444", linewidth=0.8, zorder=4)
+        style_axes(ax, "time vs all-MUFU (%), up = slower")
+        ax.text(0.995, 0.98, f"D = {rf.head_dim}", transform=ax.transAxes, ha="right", va="top", fontsize=10,
+                fontweight="bold", color="#444444")
+        axes.append(ax)
+    title_of(axes[0], "Mixed MUFU / FMA fast_gelu (sm90-act-mixN): forward and backward time", runs)
+    legend_below(axes[-1], 5)
+    footnote(fig, "Bars: median time against the same kernel with every score on MUFU (N = 0), same run, same "
+                  "inputs; under each group, the N = 0 median. The FMA part is gelu_poly (docs/gelu_poly.md).")
     return fig
 
 
@@ -716,7 +770,8 @@ def figure_builders():
     """(file name, function of the results returning a Figure or None), in drawing order."""
     out = [(spec.file, lambda res, spec=spec: seed_figure(res, spec)) for spec in SEED_FIGURES]
     out += [(ab.file, lambda res, ab=ab: ablation_figure(res, ab)) for ab in ABLATIONS]
-    out += [("activations.png", activation_figure), ("schedule_skew.png", schedule_figure),
+    out += [("activations.png", activation_figure), ("ablation_act_mix.png", act_mix_figure),
+            ("schedule_skew.png", schedule_figure),
             ("real_vs_synthetic.png", real_vs_synthetic_figure)]
     return out
 

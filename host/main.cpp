@@ -1,4 +1,4 @@
-// main.cpp — the `gdpa` command line: run, check, bench, info, kernels, precompile, schedule.
+// main.cpp — the `gdpa` command line: run, check, bench, info, kernels, precompile, schedule, accuracy.
 //
 // Every error a user can cause (bad offsets, unsupported head dim, no GPU, ...) ends here as one
 // line on stderr and a non-zero exit code; nothing is allowed to crash or print a stack of noise.
@@ -24,7 +24,8 @@ const char* kUsage =
     "  info        GPU, SM count, clocks, driver, and which kernels exist for this arch\n"
     "  kernels     compile the default variant of every kernel family to .cubin and .ptx\n"
     "  precompile  fill the NVRTC cache with every variant `check` and `bench` need (no GPU needed)\n"
-    "  schedule    per-SM load balance of the tile scheduling policies on the benchmark sets (no GPU needed)\n";
+    "  schedule    per-SM load balance of the tile scheduling policies on the benchmark sets (no GPU needed)\n"
+    "  accuracy    each activation's f and f' as the GPU computes them, against the fp64 definitions\n";
 
 }  // namespace
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return gdpa::cli::cmd_run(argc - 2, argv + 2);
     if (cmd == "check") return gdpa::cli::cmd_check(argc - 2, argv + 2);
     if (cmd == "bench") return gdpa::cli::cmd_bench(argc - 2, argv + 2);
+    if (cmd == "accuracy") return gdpa::cli::cmd_accuracy(argc - 2, argv + 2);
     if (cmd == "info") return gdpa::cli::cmd_info(argc - 2, argv + 2);
     if (cmd == "kernels") return gdpa::cli::cmd_kernels(argc - 2, argv + 2);
     if (cmd == "precompile") return gdpa::cli::cmd_precompile(argc - 2, argv + 2);

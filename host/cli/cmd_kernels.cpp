@@ -80,7 +80,7 @@ int cmd_kernels(int argc, char** argv) {
 }
 
 int cmd_precompile(int argc, char** argv) {
-  Args a(argc, argv, 0, {"help"});
+  Args a(argc, argv, 0, {"help", "bench-only"});
   if (a.has("help")) {
     std::puts(
         "usage: gdpa precompile [--arch 90] [--kernels NAME,..] [--bench-only] [--dims D,..]\n"

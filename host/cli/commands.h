@@ -11,5 +11,6 @@ int cmd_bench(int argc, char** argv);
 int cmd_kernels(int argc, char** argv);
 int cmd_precompile(int argc, char** argv);
 int cmd_schedule(int argc, char** argv);
+int cmd_accuracy(int argc, char** argv);
 
 }  // namespace gdpa::cli
