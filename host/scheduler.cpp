@@ -208,4 +208,15 @@ LoadStats cta_load(const CtaSchedule& s) {
   return st;
 }
 
+double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n) {
+  auto round_up = [](long long x, long long b) { return (x + b - 1) / b * b; };
+  double useful = 0, computed = 0;
+  for (int b = 0; b < p.batch(); ++b) {
+    const long long lq = p.len_q(b), lk = p.len_k(b);
+    useful += double(lq * lk);
+    computed += double(round_up(lq, block_m) * round_up(lk, block_n));
+  }
+  return computed > 0 ? useful / computed : 1.0;
+}
+
 }  // namespace gdpa

@@ -69,6 +69,13 @@ struct LoadStats {
 };
 LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms);
 
+// Useful score pairs over computed ones when every sequence is cut into block_m x block_n tiles
+// with no mask: sum Lq Lk / sum ceil(Lq, block_m) ceil(Lk, block_n), ceil(x, b) rounding x up to a
+// multiple of b. The FLOP convention counts only the useful pairs, so on jagged batches a kernel
+// computing whole tiles can reach at most this fraction of its dense-tile speed. 1 when nothing
+// is computed.
+double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n);
+
 // A per-CTA schedule, the contract of the sm90 forward: CTA c runs tiles[cta_begin[c]] ..
 // tiles[cta_begin[c + 1] - 1] in that order (cta_begin has ctas + 1 entries). Unlike the striding
 // contract it can keep several tiles together on one CTA: the query tiles of one (sequence, head)

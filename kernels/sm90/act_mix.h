@@ -33,10 +33,12 @@ GDPA_HD constexpr bool act_mix_alu_block(int block, int sixteenths) {
   return (block + 1) * sixteenths / 16 != block * sixteenths / 16;
 }
 
-// The fraction `sm90` uses when fast_gelu is asked for and no variant names one: measured with
-// experiments/ablate_act_mix.sh on the H200 (experiments/results/ablation-act-mix-*.json).
-GDPA_HD constexpr int act_mix_default(int head_dim, bool backward) {
-  return backward ? 0 : (head_dim == 64 ? 0 : 0);
-}
+// The fraction `sm90` uses when fast_gelu is asked for and no variant names one. Measured with
+// experiments/ablate_act_mix.sh on the H200 (experiments/results/ablation-actmix-d*.json): every
+// mix of 2-6 sixteenths was slower than none in the forward (2-8 % at D = 128, 3-8 % at D = 64,
+// except cross Lk = 256 at D = 64: 5 % faster) and within noise in the backward. gelu_poly's ~11
+// FMA-pipe ops per score cost more than the MUFU op they replace: the FMA pipe is not idle
+// either. So the mixed mode stays a variant (sm90-act-mixN) and the default is all-MUFU.
+GDPA_HD constexpr int act_mix_default(int /*head_dim*/, bool /*backward*/) { return 0; }
 
 }  // namespace gdpa::sm90

@@ -191,3 +191,14 @@ TEST_CASE("scheduler arguments and policy names") {
   for (SchedulePolicy policy : kPolicies) CHECK(parse_schedule_policy(schedule_policy_name(policy)) == policy);
   CHECK_THROWS_AS(parse_schedule_policy("random"), ProblemError);
 }
+
+TEST_CASE("tile padding efficiency: useful over computed score pairs") {
+  CHECK(tile_padding_efficiency(with_lengths({128, 256}, {128, 384}), 128, 128) == doctest::Approx(1.0));
+  // 64 x 64 useful pairs in one 128 x 128 tile.
+  CHECK(tile_padding_efficiency(with_lengths({64}, {64}), 128, 128) == doctest::Approx(0.25));
+  // Rows pad to 64 in the backward's 64-row tiles: 100 x 200 in 128 x 256.
+  CHECK(tile_padding_efficiency(with_lengths({100}, {200}), 64, 128) == doctest::Approx(20000.0 / 32768.0));
+  // A sequence with no queries costs nothing and adds nothing.
+  CHECK(tile_padding_efficiency(with_lengths({0, 128}, {50, 128}), 128, 128) == doctest::Approx(1.0));
+  CHECK(tile_padding_efficiency(with_lengths({0}, {0}), 128, 128) == doctest::Approx(1.0));
+}
