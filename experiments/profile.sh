@@ -8,7 +8,8 @@
 # Example: experiments/profile.sh prof bwd-L256 'gdpa_bwd' full --len 256 --sparsity 1
 #
 # The run does two warm-up launches and one timed launch of each direction (--reps 1); the profile
-# skips the warm-ups of each matched kernel. Clocks are left to the GPU (--clock-control none):
+# skips the warm-ups of each matched kernel. --sample 1 keeps the CPU reference check to one
+# sequence (--sample 0 would check every sequence of a benchmark-sized batch: many minutes). Clocks are left to the GPU (--clock-control none):
 # the benchmarks run at the clocks the GPU chooses, so the profile should too.
 set -u
 out=${1:?usage: profile.sh OUT NAME KERNEL_REGEX SET [run options]}
@@ -22,7 +23,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 command -v ncu >/dev/null || { echo "profile.sh: ncu (Nsight Compute) is not on PATH" >&2; exit 2; }
 
 ncu --clock-control none --kernel-name "regex:$regex" --launch-skip 2 --launch-count 1 --set "$set_name" \
-  --import-source no -f -o "$out/$name" build/gdpa run --sample 0 --reps 1 "$@" >"$out/$name.run.log" 2>&1
+  --import-source no -f -o "$out/$name" build/gdpa run --sample 1 --reps 1 "$@" >"$out/$name.run.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "profile.sh: ncu exited with $rc (see $out/$name.run.log)" >&2
