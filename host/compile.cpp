@@ -155,7 +155,13 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-std::string arch_name(int arch) { return "sm_" + std::to_string(arch) + "a"; }
+// The arch-specific target ("a": wgmma and setmaxnreg on sm_90a, tcgen05 on sm_100a) where one
+// exists: Hopper and the Blackwell generations. Ampere and Ada have none (there is no sm_80a),
+// and the kernels that run there (baseline, unfused) need none.
+std::string arch_name(int arch) {
+  const bool has_arch_specific = arch == 90 || arch >= 100;
+  return "sm_" + std::to_string(arch) + (has_arch_specific ? "a" : "");
+}
 
 // Destroys the program on every path out of compile_with_nvrtc.
 struct ProgramGuard {
@@ -284,7 +290,7 @@ void set_cache_dir(const std::string& dir) {
 std::vector<std::string> nvrtc_options(const KernelSource& src, int arch) {
   std::vector<std::string> o = {
       "-std=c++17",
-      "-arch=" + arch_name(arch),  // arch-specific target: wgmma/setmaxnreg/tcgen05 need it
+      "-arch=" + arch_name(arch),  // arch-specific where it exists: wgmma/setmaxnreg/tcgen05 need it
       "-I" + source_root(),        // "kernels/common/params.h" style includes
       "-lineinfo",                 // SASS <-> source in profilers, no run-time cost
       "-default-device",           // unannotated helpers in shared headers become device code

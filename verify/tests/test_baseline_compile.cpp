@@ -93,6 +93,20 @@ TEST_CASE("baseline backward variants compile for sm_90a without spills") {
   }
 }
 
+TEST_CASE("baseline and unfused kernels compile for Ampere and Ada, which have no arch-specific target") {
+  // They promise "any sm_80+ GPU"; there is no sm_80a or sm_89a, so the compile must use sm_80 / sm_89.
+  for (int arch : {80, 89}) {
+    CAPTURE(arch);
+    std::vector<KernelSource> srcs = baseline_kernel_sources(variant(kBF16, 128, kFastGelu, kMaskCausal), true);
+    for (const KernelSource& s : unfused_kernel_sources(variant(kFP16, 64, kSilu, kMaskNone), true)) srcs.push_back(s);
+    for (const KernelSource& src : srcs) {
+      CAPTURE(src.name_expression);
+      const CompiledKernel k = compile_kernel(src, arch);
+      CHECK(k.cubin.size() > 100);
+    }
+  }
+}
+
 TEST_CASE("unfused elementwise kernels compile for sm_90a") {
   compile_all(unfused_kernel_sources(variant(kBF16, 128, kFastGelu, kMaskNone), true));
   compile_all(unfused_kernel_sources(variant(kFP16, 64, kGeluTanh, kMaskWindow), true));
