@@ -3,14 +3,17 @@
 # Usage: experiments/profile.sh OUT NAME KERNEL_REGEX SET [gdpa run options...]
 #   OUT           folder for the report and its text pages
 #   NAME          file stem (OUT/NAME.ncu-rep, OUT/NAME.details.csv)
-#   KERNEL_REGEX  which kernels, e.g. 'gdpa_bwd' or 'gdpa_(fwd|bwd)' or 'dq_convert'
+#   KERNEL_REGEX  which kernel, e.g. '^gdpa_bwd$' or 'dq_convert'. ncu counts the skip and the count
+#                 over all launches the regex matches together, so a regex matching several kernels
+#                 profiles only the first of them after the warm-ups: profile one kernel per call.
 #   SET           ncu section set: basic, detailed or full
-# Example: experiments/profile.sh prof bwd-L256 'gdpa_bwd' full --len 256 --sparsity 1
+# Example: experiments/profile.sh prof bwd-L256 '^gdpa_bwd$' full --len 256 --sparsity 1
 #
 # The run does two warm-up launches and one timed launch of each direction (--reps 1); the profile
-# skips the warm-ups of each matched kernel. --sample 1 keeps the CPU reference check to one
-# sequence (--sample 0 would check every sequence of a benchmark-sized batch: many minutes). Clocks are left to the GPU (--clock-control none):
-# the benchmarks run at the clocks the GPU chooses, so the profile should too.
+# skips the kernel's two warm-ups. --sample 1 keeps the CPU reference check to one sequence
+# (--sample 0 would check every sequence of a benchmark-sized batch: many minutes). Clocks are left
+# to the GPU (--clock-control none): the benchmarks run at the clocks the GPU chooses, so the
+# profile should too.
 set -u
 out=${1:?usage: profile.sh OUT NAME KERNEL_REGEX SET [run options]}
 name=${2:?name}
