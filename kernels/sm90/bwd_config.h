@@ -93,7 +93,8 @@ GDPA_HD void bwd_query_interval(int mask_kind, int key, int len_q, int len_k, in
 //   K, V        [BlockN keys][D] each, as D/64 panels of [BlockN][128 B] (TMA boxes of 64 columns)
 //   Q, dO       kBwdQStages tiles of [BlockM][D] each, panels of [BlockM][128 B]
 //   dS^T        kBwdDsStages tiles of [BlockN keys][BlockM queries]: 64 queries = one 128-byte row
-//   dQ staging  one 16 KB job buffer per consumer warpgroup (read by the bulk reduce)
+//   dQ staging  one 16 KB job buffer per consumer warpgroup (read by the bulk reduce; at the end of
+//               a work tile it also stages the warpgroup's dV and dK rows for coalesced stores)
 struct BwdSmemPlan {
   int kv_bytes, q_bytes, ds_bytes;
   int k_off, v_off, q_off, do_off, ds_off, dq_off, bar_off, total;
