@@ -85,6 +85,10 @@ std::vector<int> sample_of(const ProblemDesc& p, int n) {
 
 }  // namespace
 
+bool case_matches(const CheckCase& c, const std::string& text) {
+  return text.empty() || c.label.find(text) != std::string::npos || describe(c.desc).find(text) != std::string::npos;
+}
+
 std::string describe(const ProblemDesc& p) {
   int lq_min = 1 << 30, lq_max = 0, lk_min = 1 << 30, lk_max = 0;
   for (int b = 0; b < p.batch(); ++b) {

@@ -35,4 +35,8 @@ CheckOutcome run_check(AttentionKernel& kernel, const CheckCase& c, const Device
 // A readable description of a problem: "bf16 D128 fast_gelu none Hq4/Hkv4 B6 Lq[1..300] Lk[0..300]".
 std::string describe(const ProblemDesc& p);
 
+// `gdpa check --filter`: the case's label or its description contains `text` ("" matches all), so
+// "D64", "fp16", "causal" or "act=silu" all select what they say.
+bool case_matches(const CheckCase& c, const std::string& text);
+
 }  // namespace gdpa

@@ -21,7 +21,8 @@ const char* kHelp =
     "  inputs and outputs poisoned before each launch, and judges each output against the fp64 CPU reference\n"
     "  by the error rule of verify/compare.h. Prints one line per case and 'N passed, N failed, N skipped'.\n"
     "  --kernel: default all kernels that run on this GPU (sm90, baseline, unfused-cublas)\n"
-    "  --filter: only cases whose label contains TEXT    --save DIR: write inputs/outputs as .npy\n";
+    "  --filter: only cases whose label or description contains TEXT (e.g. act=silu, D64, fp16, causal)\n"
+    "  --save DIR: write inputs/outputs as .npy\n";
 
 }  // namespace
 
@@ -50,7 +51,7 @@ int cmd_check(int argc, char** argv) {
   for (bool bwd : {false, true}) {
     if ((bwd && a.has("fwd-only")) || (!bwd && a.has("bwd-only"))) continue;
     for (const CheckCase& c : check_matrix(bwd, seed))
-      if (filter.empty() || c.label.find(filter) != std::string::npos) cases.push_back(c);
+      if (case_matches(c, filter)) cases.push_back(c);
   }
   int passed = 0, failed = 0, skipped = 0;
   for (const std::string& name : names) {
