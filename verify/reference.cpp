@@ -141,42 +141,48 @@ static inline Vec2 load2(const double* p) {
 static inline void store2(double* p, Vec2 v) { std::memcpy(p, &v, sizeof v); }
 static inline Vec2 splat2(double x) { return Vec2{x, x}; }
 
+namespace {
+
+// acc[j] += c[0] p[0][j], then + c[1] p[1][j], + c[2] p[2][j], + c[3] p[3][j], for j < n: four
+// rows folded into acc per pass (acc is loaded and stored a quarter as often), each element still
+// summed in the order of the plain loop, so the result is bit-identical to it.
+inline void add_four_rows(double* acc, int n, const double (&c)[4], const double* const (&p)[4]) {
+  const Vec2 v0 = splat2(c[0]), v1 = splat2(c[1]), v2 = splat2(c[2]), v3 = splat2(c[3]);
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    Vec2 a = load2(acc + j), b = load2(acc + j + 2);
+    a += v0 * load2(p[0] + j);
+    b += v0 * load2(p[0] + j + 2);
+    a += v1 * load2(p[1] + j);
+    b += v1 * load2(p[1] + j + 2);
+    a += v2 * load2(p[2] + j);
+    b += v2 * load2(p[2] + j + 2);
+    a += v3 * load2(p[3] + j);
+    b += v3 * load2(p[3] + j + 2);
+    store2(acc + j, a);
+    store2(acc + j + 2, b);
+  }
+  for (; j < n; ++j) {
+    double a = acc[j];
+    a += c[0] * p[0][j];
+    a += c[1] * p[1][j];
+    a += c[2] * p[2][j];
+    a += c[3] * p[3][j];
+    acc[j] = a;
+  }
+}
+
+}  // namespace
+
 void dot_transposed(const double* x, const double* t, int dim, int len, int lo, int hi,
                     double* s) {
   const int n = hi - lo;
   std::fill(s, s + n, 0.0);
   int d = 0;
-  // Four d steps per pass over s, each still added in order d, d+1, d+2, d+3: s is loaded and
-  // stored a quarter as often and every S[i, j] is bit-identical to the plain loop.
+  // Four d steps per pass over s, each still added in order d, d+1, d+2, d+3.
   for (; d + 4 <= dim; d += 4) {
-    const double x0 = x[d], x1 = x[d + 1], x2 = x[d + 2], x3 = x[d + 3];
-    const Vec2 v0 = splat2(x0), v1 = splat2(x1), v2 = splat2(x2), v3 = splat2(x3);
     const double* t0 = t + int64_t(d) * len + lo;
-    const double* t1 = t0 + len;
-    const double* t2 = t1 + len;
-    const double* t3 = t2 + len;
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
-      Vec2 a = load2(s + j), b = load2(s + j + 2);
-      a += v0 * load2(t0 + j);
-      b += v0 * load2(t0 + j + 2);
-      a += v1 * load2(t1 + j);
-      b += v1 * load2(t1 + j + 2);
-      a += v2 * load2(t2 + j);
-      b += v2 * load2(t2 + j + 2);
-      a += v3 * load2(t3 + j);
-      b += v3 * load2(t3 + j + 2);
-      store2(s + j, a);
-      store2(s + j + 2, b);
-    }
-    for (; j < n; ++j) {
-      double a = s[j];
-      a += x0 * t0[j];
-      a += x1 * t1[j];
-      a += x2 * t2[j];
-      a += x3 * t3[j];
-      s[j] = a;
-    }
+    add_four_rows(s, n, {x[d], x[d + 1], x[d + 2], x[d + 3]}, {t0, t0 + len, t0 + 2 * len, t0 + 3 * len});
   }
   for (; d < dim; ++d) {
     const double xd = x[d];
@@ -187,33 +193,8 @@ void dot_transposed(const double* x, const double* t, int dim, int len, int lo, 
 
 void accumulate_rows(const double* w, const double* const* rows, int n, int dim, double* acc) {
   int r = 0;
-  for (; r + 4 <= n; r += 4) {
-    const double w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
-    const Vec2 v0 = splat2(w0), v1 = splat2(w1), v2 = splat2(w2), v3 = splat2(w3);
-    const double *r0 = rows[r], *r1 = rows[r + 1], *r2 = rows[r + 2], *r3 = rows[r + 3];
-    int d = 0;
-    for (; d + 4 <= dim; d += 4) {
-      Vec2 a = load2(acc + d), b = load2(acc + d + 2);
-      a += v0 * load2(r0 + d);
-      b += v0 * load2(r0 + d + 2);
-      a += v1 * load2(r1 + d);
-      b += v1 * load2(r1 + d + 2);
-      a += v2 * load2(r2 + d);
-      b += v2 * load2(r2 + d + 2);
-      a += v3 * load2(r3 + d);
-      b += v3 * load2(r3 + d + 2);
-      store2(acc + d, a);
-      store2(acc + d + 2, b);
-    }
-    for (; d < dim; ++d) {
-      double a = acc[d];
-      a += w0 * r0[d];
-      a += w1 * r1[d];
-      a += w2 * r2[d];
-      a += w3 * r3[d];
-      acc[d] = a;
-    }
-  }
+  for (; r + 4 <= n; r += 4)
+    add_four_rows(acc, dim, {w[r], w[r + 1], w[r + 2], w[r + 3]}, {rows[r], rows[r + 1], rows[r + 2], rows[r + 3]});
   for (; r < n; ++r) {
     const double wr = w[r];
     const double* rr = rows[r];
