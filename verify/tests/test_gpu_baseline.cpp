@@ -25,12 +25,6 @@ using namespace gdpa;
 
 namespace {
 
-std::vector<int> offsets_of(const std::vector<int>& lens) {
-  std::vector<int> cu{0};
-  for (int l : lens) cu.push_back(cu.back() + l);
-  return cu;
-}
-
 struct Case {
   std::string label;
   ProblemDesc p;
@@ -41,8 +35,8 @@ Case make_case(const std::string& label, const std::vector<int>& lq, const std::
                int window_left = -1, int window_right = -1) {
   Case c;
   c.label = label;
-  c.p.cu_seqlens_q = offsets_of(lq);
-  c.p.cu_seqlens_k = offsets_of(lk);
+  c.p.cu_seqlens_q = offsets_from_lengths(lq);
+  c.p.cu_seqlens_k = offsets_from_lengths(lk);
   c.p.heads_q = hq;
   c.p.heads_kv = hkv;
   c.p.head_dim = dim;
@@ -94,10 +88,10 @@ std::vector<Case> common_cases() {
 std::vector<Case> forward_only_cases() {
   Case c = make_case("kv_index bf16 d128 gelu causal", {40, 130, 64, 0}, {}, 4, 2, 128, kBF16,
                      kGelu, kMaskCausal);
-  c.p.cu_seqlens_k = offsets_of({150, 64});  // two KV sequences for four query sequences
+  c.p.cu_seqlens_k = offsets_from_lengths({150, 64});  // two KV sequences for four query sequences
   c.p.kv_index = {1, 0, 0, 1};
   Case d = make_case("kv_index fp16 d64 silu", {5, 70, 200}, {}, 2, 2, 64, kFP16, kSilu);
-  d.p.cu_seqlens_k = offsets_of({0, 129});  // one empty KV sequence: those O rows are zeros
+  d.p.cu_seqlens_k = offsets_from_lengths({0, 129});  // one empty KV sequence: those O rows are zeros
   d.p.kv_index = {0, 1, 1};
   return {c, d};
 }

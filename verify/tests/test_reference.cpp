@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "../../host/generator.h"
 #include "../../kernels/common/activations.cuh"
 #include "../../kernels/common/dtype.cuh"
 #include "../compare.h"
@@ -17,12 +18,6 @@ using namespace gdpa;
 
 namespace {
 
-std::vector<int> offsets(const std::vector<int>& lens) {
-  std::vector<int> cu{0};
-  for (int l : lens) cu.push_back(cu.back() + l);
-  return cu;
-}
-
 ProblemDesc make_problem(const std::vector<int>& lq, const std::vector<int>& lk, int hq, int hkv,
                          int dim, Activation act, MaskKind mask = kMaskNone) {
   ProblemDesc p;
@@ -31,8 +26,8 @@ ProblemDesc make_problem(const std::vector<int>& lq, const std::vector<int>& lk,
   p.head_dim = dim;
   p.activation = act;
   p.mask = mask;
-  p.cu_seqlens_q = offsets(lq);
-  p.cu_seqlens_k = offsets(lk);
+  p.cu_seqlens_q = offsets_from_lengths(lq);
+  p.cu_seqlens_k = offsets_from_lengths(lk);
   return p;
 }
 
