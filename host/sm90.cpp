@@ -23,9 +23,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags : o.fwd_flags;
   if (o.softmax) f |= sm90::kFwdSoftmax;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
-  if (p.activation == kFastGelu && !o.softmax)
-    f = sm90::with_act_mix(f, o.act_mix < 0 ? sm90::act_mix_default(p.head_dim, false) : o.act_mix);
-  return f;
+  return o.softmax ? f : sm90_with_act_mix(f, o, p, false);
 }
 
 KernelSource fwd_source(const ProblemDesc& p, int flags) {
@@ -166,6 +164,11 @@ class Sm90Kernel final : public AttentionKernel {
 }  // namespace
 
 std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt) { return std::make_unique<Sm90Kernel>(opt); }
+
+int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, bool backward) {
+  if (p.activation != kFastGelu) return flags;
+  return sm90::with_act_mix(flags, opt.act_mix < 0 ? sm90::act_mix_default(p.head_dim, backward) : opt.act_mix);
+}
 
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {
   std::vector<KernelSource> v{fwd_source(p, fwd_flags_of(opt, p))};

@@ -22,6 +22,10 @@ struct Sm90Options {
 
 std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt = {});
 
+// `flags` with the mixed MUFU / FMA bits (kernels/sm90/act_mix.h) this problem gets: only
+// fast_gelu has a MUFU form to mix; act_mix < 0 takes act_mix_default for the head dim.
+int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, bool backward);
+
 // The exact variants prepare() would compile, for ahead-of-time compilation (`make kernels`).
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward);
 

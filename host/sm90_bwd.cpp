@@ -51,9 +51,7 @@ namespace {
 int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags : o.bwd_flags;
   if (p.logit_scale == 1.0f) f |= sm90::kBwdUnitLogitScale;
-  if (p.activation == kFastGelu)
-    f = sm90::with_act_mix(f, o.act_mix < 0 ? sm90::act_mix_default(p.head_dim, true) : o.act_mix);
-  return f;
+  return sm90_with_act_mix(f, o, p, true);
 }
 
 std::string template_args(const ProblemDesc& p) {
