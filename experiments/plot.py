@@ -506,36 +506,55 @@ def activation_keys(acts, kernel):
     return sorted(keys, key=lambda k: (k[1] != "fwd", set_sort_key(k[0])))
 
 
-def draw_activation_time(ax, d, acts, kernel="sm90"):
-    """Time of each activation as its difference from fast_gelu's on the same set (a few percent
-    either way: bars from zero time would hide them); absolute times when fast_gelu did not run."""
-    ref = acts.get("fast_gelu")
-    keys = activation_keys(acts, kernel)
+def draw_relative_time(ax, keys, series, base, ylabel, head_dim, decimals=0):
+    """Grouped bars, one group per (set, direction) in `keys`: each series' median time against the
+    base's on the same set, in percent (a few percent either way: bars from zero time would hide
+    them), with the base's median under each group. series: [(legend label, row_of)], base: row_of,
+    where row_of(set, direction) gives a result row or None; the base's own bars are not annotated."""
     group = 0.84
-    width = group / len(acts)
-    for i, (act, rf) in enumerate(acts.items()):
+    width = group / max(1, len(series))
+    for i, (label, row_of) in enumerate(series):
         xs, ys = [], []
         for j, (s, direction) in enumerate(keys):
-            r = rf.row(s, kernel, direction)
-            base = ref.row(s, kernel, direction) if ref else None
-            if r and (base or not ref):
+            r, b = row_of(s, direction), base(s, direction)
+            if r and b:
                 xs.append(j - group / 2 + width * (i + 0.5))
-                ys.append((r["median_ms"] / base["median_ms"] - 1.0) * 100.0 if ref else r["median_ms"])
-        ax.bar(xs, ys, width * 0.92, color=ACTIVATION_COLOURS[i % len(ACTIVATION_COLOURS)], label=act, zorder=3)
-        if ref and act != "fast_gelu":
+                ys.append((r["median_ms"] / b["median_ms"] - 1.0) * 100.0)
+        ax.bar(xs, ys, width * 0.92, color=ACTIVATION_COLOURS[i % len(ACTIVATION_COLOURS)], label=label, zorder=3)
+        if row_of is not base:
             for x, y in zip(xs, ys):
-                ax.text(x, max(y, 0.0), f"{y:+.0f}", ha="center", va="bottom", fontsize=6, rotation=90)
+                ax.text(x, max(y, 0.0), f"{y:+.{decimals}f}", ha="center", va="bottom", fontsize=6, rotation=90)
     labels = []
     for s, direction in keys:
-        base = ref.row(s, kernel, direction) if ref else None
-        labels.append(f"{set_label(s)}\n{direction}" + (f" {base['median_ms']:.2f} ms" if base else ""))
+        b = base(s, direction)
+        labels.append(f"{set_label(s)}\n{direction}" + (f" {b['median_ms']:.2f} ms" if b else ""))
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels(labels, fontsize=7)
-    if ref:
-        ax.axhline(0.0, color="#444444", linewidth=0.8, zorder=4)
-        style_axes(ax, "time vs fast_gelu (%), up = slower")
-    else:
-        style_axes(ax, "median time (ms)")
+    ax.axhline(0.0, color="#444444", linewidth=0.8, zorder=4)
+    style_axes(ax, ylabel)
+    ax.text(0.995, 0.98, f"D = {head_dim}", transform=ax.transAxes, ha="right", va="top", fontsize=10,
+            fontweight="bold", color="#444444")
+
+
+def draw_activation_time(ax, d, acts, kernel="sm90"):
+    """Time of each activation against fast_gelu's on the same set; absolute times when fast_gelu
+    did not run."""
+    keys = activation_keys(acts, kernel)
+    series = [(act, lambda s, direction, rf=rf: rf.row(s, kernel, direction)) for act, rf in acts.items()]
+    if "fast_gelu" in acts:
+        base = series[list(acts).index("fast_gelu")][1]
+        draw_relative_time(ax, keys, series, base, "time vs fast_gelu (%), up = slower", d)
+        return
+    group = 0.84
+    width = group / len(series)
+    for i, (act, row_of) in enumerate(series):
+        pts = [(j - group / 2 + width * (i + 0.5), row_of(s, direction)["median_ms"])
+               for j, (s, direction) in enumerate(keys) if row_of(s, direction)]
+        ax.bar([x for x, _ in pts], [y for _, y in pts], width * 0.92,
+               color=ACTIVATION_COLOURS[i % len(ACTIVATION_COLOURS)], label=act, zorder=3)
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([f"{set_label(s)}\n{direction}" for s, direction in keys], fontsize=7)
+    style_axes(ax, "median time (ms)")
     ax.text(0.995, 0.98, f"D = {d}", transform=ax.transAxes, ha="right", va="top", fontsize=10,
             fontweight="bold", color="#444444")
 
@@ -608,28 +627,10 @@ def act_mix_figure(results):
         base = "sm90-act-mix0" if "sm90-act-mix0" in kernels else kernels[0]
         keys = sorted({(s, d) for s in rf.bench_sets() for d in ("fwd", "bwd") if rf.row(s, base, d)},
                       key=lambda k: (k[1] != "fwd", set_sort_key(k[0])))
-        group = 0.84
-        width = group / max(1, len(kernels))
-        for j, k in enumerate(kernels):
-            xs, ys = [], []
-            for g, (sname, direction) in enumerate(keys):
-                r, b = rf.row(sname, k, direction), rf.row(sname, base, direction)
-                if r and b:
-                    xs.append(g - group / 2 + width * (j + 0.5))
-                    ys.append((r["median_ms"] / b["median_ms"] - 1.0) * 100.0)
-            n = int(k[len("sm90-act-mix"):])
-            ax.bar(xs, ys, width * 0.92, color=ACTIVATION_COLOURS[j % len(ACTIVATION_COLOURS)],
-                   label=f"{n}/16 on the FMA pipe", zorder=3)
-            if k != base:
-                for x, y in zip(xs, ys):
-                    ax.text(x, max(y, 0.0), f"{y:+.1f}", ha="center", va="bottom", fontsize=6, rotation=90)
-        ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels([f"{set_label(sname)}\n{d} {rf.row(sname, base, d)['median_ms']:.2f} ms"
-                            for sname, d in keys], fontsize=7)
-        ax.axhline(0.0, color="#444444", linewidth=0.8, zorder=4)
-        style_axes(ax, "time vs all-MUFU (%), up = slower")
-        ax.text(0.995, 0.98, f"D = {rf.head_dim}", transform=ax.transAxes, ha="right", va="top", fontsize=10,
-                fontweight="bold", color="#444444")
+        series = [(f"{int(k[len('sm90-act-mix'):])}/16 on the FMA pipe",
+                   lambda s, d, k=k, rf=rf: rf.row(s, k, d)) for k in kernels]
+        draw_relative_time(ax, keys, series, series[kernels.index(base)][1], "time vs all-MUFU (%), up = slower",
+                           rf.head_dim, decimals=1)
         axes.append(ax)
     title_of(axes[0], "Mixed MUFU / FMA fast_gelu (sm90-act-mixN): forward and backward time", runs)
     legend_below(axes[-1], 5)
