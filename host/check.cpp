@@ -191,6 +191,16 @@ std::vector<CheckCase> check_matrix(bool backward, uint64_t seed) {
     add("Lq=1 with an Lk=0", p);
   }
   {
+    ProblemDesc p = base(109);
+    // Lengths on both sides of every tile edge (64-row consumer halves, 128-row tiles, 128-key
+    // blocks and their 64-key halves), causal so the diagonal crosses the same edges.
+    const std::vector<int> len = {63, 64, 65, 128, 129, 192};
+    p.cu_seqlens_q = p.cu_seqlens_k = offsets_from_lengths(len);
+    add("tile edges", p);
+    p.mask = kMaskCausal;
+    add("tile edges causal", p);
+  }
+  {
     ProblemDesc p = base(107);
     p.logit_scale = 0.35f;
     p.out_scale = 1.75f;

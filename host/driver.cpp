@@ -304,7 +304,13 @@ void check_fits(size_t bytes, size_t capacity, const char* op) {
 
 void DeviceBuffer::upload(const void* src, size_t bytes) {
   check_fits(bytes, bytes_, "upload");
-  if (bytes) GDPA_CU(cu().cuMemcpyHtoD(ptr_, src, bytes));
+  if (!bytes) return;
+  GDPA_CU(cu().cuMemcpyHtoD(ptr_, src, bytes));
+  // From pageable memory cuMemcpyHtoD may return before its DMA has landed, and it is ordered only
+  // in the legacy stream, which our CU_STREAM_NON_BLOCKING streams do not wait for: a kernel
+  // launched right after could read the buffer's old contents (tile lists uploaded by prepare()).
+  // Uploads happen at set-up time, so a full synchronization costs nothing that is timed.
+  GDPA_CU(cu().cuCtxSynchronize());
 }
 
 void DeviceBuffer::download(void* dst, size_t bytes) const {

@@ -132,7 +132,7 @@ class DeviceBuffer {
   CUdeviceptr ptr() const { return ptr_; }
   void* vptr() const { return reinterpret_cast<void*>(ptr_); }
   size_t bytes() const { return bytes_; }
-  void upload(const void* src, size_t bytes);  // synchronous
+  void upload(const void* src, size_t bytes);  // synchronous: the data is on the device on return
   void download(void* dst, size_t bytes) const;
   template <class T> void upload(const std::vector<T>& v) { upload(v.data(), v.size() * sizeof(T)); }
   template <class T> void download(std::vector<T>& v) const { download(v.data(), v.size() * sizeof(T)); }

@@ -13,7 +13,10 @@ struct Sm90Options {
   int fwd_flags = -1;  // kernels/sm90/fwd_config.h FwdFlags; -1 = kFwdDefaultFlags
   int bwd_flags = -1;  // kernels/sm90/bwd_config.h BwdFlags; -1 = defaults
   SchedulePolicy policy = SchedulePolicy::kZigzag;
-  bool deterministic = false;  // backward: bit-identical dQ run to run
+  // Backward: dQ blocks are added in a fixed KV order, so dQ is bit-identical run to run. The
+  // default: with the first adder storing instead of the accumulator being zeroed, it measured no
+  // slower than the unordered adds (experiments/PERF_NOTES.md).
+  bool deterministic = true;
   bool softmax = false;        // forward only: ordinary softmax attention (kFwdSoftmax), not GDPA
   int act_mix = -1;            // fast_gelu only: sixteenths of the elements on the FMA pipe
                                // (kernels/sm90/act_mix.h); -1 = act_mix_default for the head dim

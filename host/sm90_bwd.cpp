@@ -1,7 +1,8 @@
 // sm90_bwd.cpp — launcher of the Hopper backward (kernels/sm90/gdpa_bwd.cu, dq_convert.cu).
 //
 // One backward is three stream operations:
-//   1. memset of the fp32 dQ accumulator (and of the semaphores in the deterministic mode),
+//   1. memset of the fp32 dQ accumulator (deterministic mode: of the semaphores only, since the
+//      first contributor of each block stores instead of adding),
 //   2. gdpa_bwd: persistent grid over the KV tiles; writes dK, dV, bulk-adds into the accumulator,
 //   3. gdpa_bwd_dq_convert: accumulator * logit_scale * out_scale -> dQ in the io dtype.
 // The accumulator uses the blocked per-query-tile layout of kernels/sm90/bwd_config.h.
@@ -112,8 +113,13 @@ class Sm90BackwardImpl final : public Sm90Backward {
   void run(const DeviceTensors& t, CUstream stream) override {
     if (!main_) throw CudaError("sm90 backward: run() before prepare()");
     const ProblemDesc& p = desc_;
-    accum_.fill_u32(0u, stream);  // the kernel only adds (bulk reduce); dq_convert reads every slot
-    if (opt_.deterministic) semaphores_.fill_u32(0u, stream);
+    // Non-deterministic: the kernel only adds (bulk reduce) and dq_convert reads every slot, so the
+    // accumulator starts at zero. Deterministic: the first contributor of each block stores and
+    // dq_convert writes zeros where the semaphore says nobody did; only the semaphores are zeroed.
+    if (opt_.deterministic)
+      semaphores_.fill_u32(0u, stream);
+    else
+      accum_.fill_u32(0u, stream);
 
     GdpaParams params = make_params(p, t);
     params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());

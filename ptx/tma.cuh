@@ -52,6 +52,14 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* gmem_dst, const float
                : "memory");
 }
 
+// Plain copy of `bytes` bytes from shared to global memory by the TMA unit (same alignment rules):
+// the first writer of a block stores where later ones add, so nothing has to be zeroed first.
+__device__ __forceinline__ void bulk_copy_s2g(void* gmem_dst, const void* smem_src, unsigned bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem_dst), "r"(smem_addr(smem_src)),
+               "r"(bytes)
+               : "memory");
+}
+
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Waits until at most N bulk groups are pending; the .read form only until their shared-memory

@@ -25,7 +25,8 @@ const char* kHelp =
     "  limit and the fraction of it and of the GEMM ceiling; writes JSON to DIR (default experiments/results).\n"
     "  --kernels: default every kernel that runs here (sm90, baseline, unfused-cublas); ablation variants:\n"
     "             sm90-no-pingpong, sm90-no-outer-pipeline, sm90-no-intra-overlap, sm90-grid-order,\n"
-    "             sm90-longest-first, sm90-no-kv-reuse; backward: sm90-deterministic\n"
+    "             sm90-longest-first, sm90-no-kv-reuse; opt-in: sm90-tail-trim, sm90-skip-dead-rows,\n"
+    "             sm90-narrow-tail, sm90-act-mixN, sm90-softmax; backward: sm90-unordered-dq\n"
     "  --sets: only sets whose name contains one of the comma-separated texts (e.g. self-s1.0,cross)\n"
     "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n"
     "  --len-k N: the cross sets with every Lk = N instead of 256 (named cross-LkN-L<L>)\n";

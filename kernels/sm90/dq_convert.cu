@@ -6,8 +6,10 @@
 // Launch (host/sm90_bwd.cpp): grid = (dq_num_slots(total_q, batch), Hq), block = 128 threads, no
 // dynamic shared memory. One CTA converts one (query tile slot, head): D / 64 blocks of 64 x 64.
 // Every row of every sequence belongs to exactly one slot, so every dQ element is written, also
-// those of sequences with Lk = 0 (their accumulator stayed at the memset's zeros); padding slots
-// (at most one per sequence) write nothing.
+// those of query tiles no key sees (Lk = 0, masks): non-deterministic mode, their accumulator
+// stayed at the memset's zeros; deterministic mode, nothing is zeroed (the first contributor
+// stores) and their semaphore, which counts contributions, is 0, so zeros are written without
+// reading the accumulator. Padding slots (at most one per sequence) write nothing.
 #include "../common/params.h"
 #include "bwd_config.h"
 #include "fragments.cuh"
@@ -47,6 +49,7 @@ __global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __g
   const long long row_stride = (long long)p.heads_q * D;  // elements
   unsigned short* out = static_cast<unsigned short*>(p.dq) + (long long)(q_begin + m0) * row_stride + head * D;
   const float* acc = p.dq_accum + dq_block_offset(slot, head, p.heads_q, 0, D);
+  const bool untouched = p.deterministic && p.semaphores[(long long)slot * p.heads_q + head] == 0;
 
 #pragma unroll 1
   for (int c = 0; c < D / kBwdDqCols; ++c) {
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __g
     const float4* src = reinterpret_cast<const float4*>(acc + c * kBwdDqJobFloats);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const float4 v = src[k * kConvertThreads + tid];
+      const float4 v = untouched ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : src[k * kConvertThreads + tid];
       const int row = dq_frag_row(tid, 4 * k), col = dq_frag_col(tid, 4 * k);  // registers 4k, 4k+1
       *reinterpret_cast<unsigned*>(tile + row * kConvertRowBytes + col * 2) = pack2<DTYPE>(v.x * scale, v.y * scale);
       // registers 4k+2, 4k+3: the same columns, 8 rows down

@@ -11,6 +11,7 @@
 #include "../common/activations.cuh"
 #include "../common/dtype.cuh"
 #include "../common/masks.cuh"
+#include "../../ptx/common.cuh"
 #include "../../ptx/math.cuh"
 #include "../../ptx/regs.cuh"
 #include "act_mix.h"
@@ -29,9 +30,23 @@ GDPA_DEVICE FragThread frag_thread(int thread_in_warpgroup) {
   return FragThread{thread_in_warpgroup >> 5, lane >> 2, lane & 3};
 }
 
+// This thread's fragment position, recomputed from %tid.x where it is used. Held across the
+// forward's main loop it costs three registers the consumers do not have (ptxas spills); the
+// volatile read cannot be hoisted, so it is one S2R per use instead.
+GDPA_DEVICE FragThread this_frag_thread() { return frag_thread(ptx::thread_in_warpgroup()); }
+
 // Row (within the 64-row fragment) and column of packed pair i (= registers 2i, 2i+1).
 GDPA_DEVICE int pair_row(const FragThread& f, int i) { return 16 * f.warp + f.g + 8 * (i & 1); }
 GDPA_DEVICE int pair_col(const FragThread& f, int i) { return 8 * (i >> 1) + 2 * f.t; }
+
+// The first half of a fragment array, as an array: the m64nN accumulator (and its packed P) lists
+// 8-column blocks in order, so the first N/2 registers are exactly the m64n(N/2) fragment of the
+// block's first N/2 columns. A view, not a copy: with every index a constant it stays in registers.
+template <typename T, int N>
+GDPA_DEVICE T (&first_half(T (&a)[N]))[N / 2] {
+  static_assert(N % 2 == 0, "even fragment");
+  return *reinterpret_cast<T(*)[N / 2]>(&a[0]);
+}
 
 // Two floats to one 32-bit register of two 16-bit values, `lo` in the low half (lower column).
 template <int DTYPE>

@@ -24,10 +24,11 @@
 // Launch (host/sm90_bwd.cpp): grid = persistent_grid(tiles, SMs), CTA c runs tiles c, c + grid, ...
 // (host/scheduler.h); 384 threads; dynamic shared memory bwd_smem_request(D) (bwd_config.h, with
 // 1024 bytes of alignment slack). Tensor maps: Q and dO with 64-row boxes, K and V with 128-row
-// boxes, 64 columns, 128B swizzle (host/tensor_map.h). Before it: the dQ accumulator (and in the
-// deterministic mode the semaphores) zeroed; after it: dq_convert.cu. The fp32 dQ accumulator is
-// not a tensor-map target: each dQ job is one contiguous 16 KB block (bwd_config.h), added with a
-// 1-D bulk reduce, so the kernel takes no dQ tensor map.
+// boxes, 64 columns, 128B swizzle (host/tensor_map.h). Before it: the dQ accumulator zeroed (in the
+// deterministic mode the semaphores instead: there the first contributor stores); after it:
+// dq_convert.cu. The fp32 dQ accumulator is not a tensor-map target: each dQ job is one
+// contiguous 16 KB block (bwd_config.h), added with a 1-D bulk reduce, so the kernel takes no dQ
+// tensor map.
 //
 // Numerics (documented deviation, the forward does the same): the scales are folded out of the
 // rounded products. The kernel rounds P = act(S) and dS = act'(S) dP to the io dtype and applies
@@ -112,11 +113,6 @@ __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
   t.steps = (t.m_end - t.m_begin) * p.group;
   return t;
 }
-
-template <bool B>
-struct BoolConstant {
-  static constexpr bool value = B;
-};
 
 // Step `ls` (0-based within the tile) visits query head kv_head * G + g and query tile m; heads are
 // the outer loop so consecutive steps of one head stream neighbouring Q / dO rows.
@@ -279,8 +275,14 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
           // Both chunks of a step belong to the same (slot, head): one wait, one release.
           if (c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
           sem = h.sem;
-          ptx::bulk_reduce_add_f32(h.dst, reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes),
-                                   kBwdDqJobBytes);
+          const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
+          // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
+          // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
+          // their semaphore (0) in dq_convert.cu.
+          if (p.deterministic && h.expected == 0)
+            ptx::bulk_copy_s2g(h.dst, staged, kBwdDqJobBytes);
+          else
+            ptx::bulk_reduce_add_f32(h.dst, staged, kBwdDqJobBytes);
           ptx::bulk_commit_group();
         }
         __syncwarp();  // bar.sync is .aligned: the whole warp reaches the next one together
