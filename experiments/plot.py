@@ -390,9 +390,8 @@ ABLATIONS = (
     Ablation("softmax", "What dropping softmax frees", (("sm90-softmax", "same kernel with softmax"),)),
     Ablation("kv-reuse", "K/V kept resident across the query tiles of a short-KV sequence",
              (("sm90-no-kv-reuse", "K/V reuse off"),)),
-    Ablation("tail-trim", "Opt-in jagged-tail trimming (not the default: slower)",
-             (("sm90-tail-trim", "both on"), ("sm90-skip-dead-rows", "dead row halves skip GEMMs"),
-              ("sm90-narrow-tail", "half-width last key block"))),
+    Ablation("half-fold", "GELU as 2f = x + x tanh(.) with O halved once (one multiply per score fewer)",
+             (("sm90-no-half-fold", "plain f = x/2 (1 + tanh(.))"),)),
 )
 
 

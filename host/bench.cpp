@@ -76,6 +76,15 @@ Timing time_enqueue(const std::function<void(CUstream)>& enqueue, CUstream s, in
   return t;
 }
 
+std::vector<std::string> impossible_rows(const std::vector<BenchRow>& rows, double slack) {
+  std::vector<std::string> bad;
+  for (const BenchRow& r : rows)
+    if (r.limit.limit_tflops > 0 && r.tflops > (1.0 + slack) * r.limit.limit_tflops)
+      bad.push_back(r.set + " " + r.kernel + " " + r.direction + ": " + std::to_string(r.tflops) + " TFLOP/s > limit " +
+                    std::to_string(r.limit.limit_tflops));
+  return bad;
+}
+
 SetLimit set_limit(const ProblemDesc& p, bool backward, const Ceilings& c) {
   SetLimit l;
   const double fwd = forward_flops(p);

@@ -55,6 +55,10 @@ struct BenchRow {
 };
 
 Json bench_row_json(const BenchRow& r, const Ceilings& c);
+
+// Rows whose median beats their set's physical limit by more than `slack` (a fraction): a timing
+// fault (a launch that did not do its work), never a result. Empty when every row is plausible.
+std::vector<std::string> impossible_rows(const std::vector<BenchRow>& rows, double slack = 0.05);
 Json device_json(const DeviceInfo& d);
 // Prints the rows as an aligned table with each kernel's fraction of the set's limit and of the
 // GEMM ceiling.

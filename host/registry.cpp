@@ -18,18 +18,15 @@ struct Ablation {
   SchedulePolicy policy;
 };
 
-// Each row switches exactly one optimization off (issue: ablations isolate each one), or one
-// opt-in optimization on.
+// Each row switches exactly one optimization off (issue: ablations isolate each one).
 const Ablation kAblations[] = {
     {"sm90-no-pingpong", sm90::kFwdDefaultFlags & ~sm90::kFwdPingpong, SchedulePolicy::kZigzag},
     {"sm90-no-outer-pipeline", sm90::kFwdDefaultFlags & ~sm90::kFwdOuterPipeline, SchedulePolicy::kZigzag},
     {"sm90-no-intra-overlap", sm90::kFwdDefaultFlags & ~sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
     {"sm90-no-kv-reuse", sm90::kFwdDefaultFlags & ~sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
+    {"sm90-no-half-fold", sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold, SchedulePolicy::kZigzag},
     {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
-    {"sm90-tail-trim", sm90::kFwdDefaultFlags | sm90::kFwdTrimTails, SchedulePolicy::kZigzag},
-    {"sm90-skip-dead-rows", sm90::kFwdDefaultFlags | sm90::kFwdSkipDeadRows, SchedulePolicy::kZigzag},
-    {"sm90-narrow-tail", sm90::kFwdDefaultFlags | sm90::kFwdNarrowTail, SchedulePolicy::kZigzag},
 };
 
 }  // namespace

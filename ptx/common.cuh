@@ -12,16 +12,6 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
 __device__ __forceinline__ int warp_id() { return threadIdx.x >> 5; }
 
-// This thread's index inside its warpgroup, read from %tid.x at the point of use. The volatile read
-// cannot be hoisted, so a value needed only once per tile (an epilogue's thread offset) is
-// recomputed there instead of occupying a register across the whole main loop, where the
-// consumers have none to spare.
-__device__ __forceinline__ int thread_in_warpgroup() {
-  unsigned tid;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
-  return int(tid & 127u);
-}
-
 // Index of this thread's warpgroup (4 consecutive warps, the unit wgmma and setmaxnreg act on).
 // Read through a shuffle so the compiler knows it is warp-uniform and keeps role branches uniform.
 __device__ __forceinline__ int warpgroup_id() { return __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0); }

@@ -316,6 +316,13 @@ struct GeluTanhForm {
     return {act_math::fma_f(h, t, h), t, x2};
   }
   static GDPA_HD float df(float, Fwd s) { return gelu_tanh_df_from_t(s.x2, s.t, s.f); }
+  // 2 f = x + x t: one multiply (h = x / 2) fewer than f. A caller that scales its result by 1/2
+  // later gets f exactly (act_twice_f).
+  static GDPA_HD float twice_f(float x) {
+    const float z = x * act_math::fma_f(act_const::kGeluKA, x * x, act_const::kGeluK);
+    const float t = kFastTanh ? act_math::tanh_fast(z) : act_math::tanh_acc(z);
+    return act_math::fma_f(x, t, x);
+  }
 };
 template <>
 struct ActImpl<kGeluTanh> : GeluTanhForm<false> {};
@@ -487,6 +494,23 @@ GDPA_HD void act_f2(float x0, float x1, float* f0, float* f1) {
     *f0 = act_f<ACT>(x0);
     *f1 = act_f<ACT>(x1);
   }
+}
+
+// 2 f(x) for the activations where that is cheaper than f (the GELU tanh forms: f = x/2 (1 + t),
+// 2f = x + x t saves the multiply by 1/2). The forward kernel computes P' = 2 f, rounds it, and
+// multiplies O by 1/2 once in its epilogue instead. In bf16, round(2f) = 2 round(f) exactly (bf16
+// has fp32's exponent range, so scaling by 2 neither overflows nor changes the rounding above
+// 2^-126), and a sum whose every term is doubled is the doubled sum, rounding included: O comes
+// out bit-for-bit as with P = round(f). Not in fp16, where 2f can overflow (|f| > 32752).
+template <int ACT>
+constexpr bool act_has_twice_f = ACT == kGeluTanh || ACT == kFastGelu;
+
+template <int ACT>
+GDPA_HD float act_twice_f(float x) {
+  if constexpr (act_has_twice_f<ACT>)
+    return ActImpl<ACT>::twice_f(x);
+  else
+    return 2.0f * act_f<ACT>(x);
 }
 
 namespace act_detail {

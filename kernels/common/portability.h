@@ -18,12 +18,3 @@
 #else
 #define GDPA_DEVICE_CODE 0
 #endif
-
-// A compile-time bool as a type, so a generic lambda can take it as an argument and instantiate a
-// straight-line body per value (`if (x) body(BoolConstant<true>{}); else body(BoolConstant<false>{})`):
-// the kernels branch between whole wgmma sequences, never inside one (a branch joining while a
-// wgmma is in flight makes ptxas insert warpgroup.arrive fences). NVRTC has no <type_traits>.
-template <bool B>
-struct BoolConstant {
-  static constexpr bool value = B;
-};

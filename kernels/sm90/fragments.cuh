@@ -11,7 +11,6 @@
 #include "../common/activations.cuh"
 #include "../common/dtype.cuh"
 #include "../common/masks.cuh"
-#include "../../ptx/common.cuh"
 #include "../../ptx/math.cuh"
 #include "../../ptx/regs.cuh"
 #include "act_mix.h"
@@ -30,23 +29,9 @@ GDPA_DEVICE FragThread frag_thread(int thread_in_warpgroup) {
   return FragThread{thread_in_warpgroup >> 5, lane >> 2, lane & 3};
 }
 
-// This thread's fragment position, recomputed from %tid.x where it is used. Held across the
-// forward's main loop it costs three registers the consumers do not have (ptxas spills); the
-// volatile read cannot be hoisted, so it is one S2R per use instead.
-GDPA_DEVICE FragThread this_frag_thread() { return frag_thread(ptx::thread_in_warpgroup()); }
-
 // Row (within the 64-row fragment) and column of packed pair i (= registers 2i, 2i+1).
 GDPA_DEVICE int pair_row(const FragThread& f, int i) { return 16 * f.warp + f.g + 8 * (i & 1); }
 GDPA_DEVICE int pair_col(const FragThread& f, int i) { return 8 * (i >> 1) + 2 * f.t; }
-
-// The first half of a fragment array, as an array: the m64nN accumulator (and its packed P) lists
-// 8-column blocks in order, so the first N/2 registers are exactly the m64n(N/2) fragment of the
-// block's first N/2 columns. A view, not a copy: with every index a constant it stays in registers.
-template <typename T, int N>
-GDPA_DEVICE T (&first_half(T (&a)[N]))[N / 2] {
-  static_assert(N % 2 == 0, "even fragment");
-  return *reinterpret_cast<T(*)[N / 2]>(&a[0]);
-}
 
 // Two floats to one 32-bit register of two 16-bit values, `lo` in the low half (lower column).
 template <int DTYPE>
@@ -88,15 +73,23 @@ GDPA_DEVICE void row_key_intervals(const FragThread& f, int row0, int col0, cons
 // f of the packed pair i of a fragment row: pair i lies in 8-column block i / 2. With MIX > 0
 // (act_mix.h) fast_gelu's blocks chosen by act_mix_alu_block run gelu_poly on the FMA pipe instead
 // of tanh.approx; i is an unrolled loop index, so the choice costs nothing at run time.
-template <int ACT, int MIX>
+// TWICE (no MIX): 2 f instead of f (act_twice_f; the caller halves O).
+template <int ACT, int MIX, bool TWICE = false>
 GDPA_DEVICE void act_f2_mixed(int i, float x0, float x1, float* f0, float* f1) {
+  static_assert(!(TWICE && MIX > 0), "the doubled form is not mixed");
+  if constexpr (TWICE) {
+    *f0 = act_twice_f<ACT>(x0);
+    *f1 = act_twice_f<ACT>(x1);
+    return;
+  }
   if (ACT == kFastGelu && MIX > 0 && act_mix_alu_block(i >> 1, MIX))
     act_f2<kGeluPoly>(x0, x1, f0, f1);
   else
     act_f2<ACT>(x0, x1, f0, f1);
 }
 
-template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N, int MIX = 0>
+// TWICE: P = round(2 f) instead of round(f), for the caller to halve O (act_twice_f).
+template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N, int MIX = 0, bool TWICE = false>
 GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale, const FragThread& f,
                         int row0, int col0, const MaskBounds& mb) {
   int lo[2] = {0, 0}, hi[2] = {N, N};
@@ -105,9 +98,9 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
     if constexpr (UNIT_SCALE)
-      act_f2_mixed<ACT, MIX>(i, s[2 * i], s[2 * i + 1], &a, &b);
+      act_f2_mixed<ACT, MIX, TWICE>(i, s[2 * i], s[2 * i + 1], &a, &b);
     else
-      act_f2_mixed<ACT, MIX>(i, s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
+      act_f2_mixed<ACT, MIX, TWICE>(i, s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
     if constexpr (MASKED) {
       const int col = pair_col(f, i);
       if (col < lo[i & 1] || col >= hi[i & 1]) a = 0.0f;

@@ -14,13 +14,9 @@ enum FwdFlags : int {
   kFwdIntraOverlap = 4,  // S_{j+1} = Q K_{j+1}^T issued before O += P_j V_j, activation under the PV GEMM
   kFwdKvReuse = 8,       // consecutive query tiles of one (sequence, head) whose keys fit the K/V ring
                          // keep K and V in shared memory instead of reloading them (short KV)
-  kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse,
-  // Jagged tails cost only what they hold. Opt-in: measured slower on the seed's sets, even where no
-  // tail exists (experiments/PERF_NOTES.md, "tail trimming").
-  kFwdSkipDeadRows = 64,  // a consumer whose 64 query rows all lie past the sequence's end issues no GEMM
-  kFwdNarrowTail = 128,   // a last key block of <= BlockN/2 keys runs its S and PV GEMMs and its
-                          // activation at half width (m64n64 / 4 k-steps instead of m64n128 / 8)
-  kFwdTrimTails = kFwdSkipDeadRows | kFwdNarrowTail,
+  kFwdHalfFold = 64,     // GELU tanh forms in bf16: P = round(2 f), one multiply fewer per score, and O
+                         // halved once in the epilogue (bit-identical O; activations.cuh act_twice_f)
+  kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled

@@ -114,6 +114,11 @@ __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
   return t;
 }
 
+template <bool B>
+struct BoolConstant {
+  static constexpr bool value = B;
+};
+
 // Step `ls` (0-based within the tile) visits query head kv_head * G + g and query tile m; heads are
 // the outer loop so consecutive steps of one head stream neighbouring Q / dO rows.
 struct BwdStep {

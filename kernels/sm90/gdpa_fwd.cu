@@ -156,38 +156,26 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
 // Consumer helpers: one warpgroup, 64 query rows.
 // ---------------------------------------------------------------------------------------------
 
-// S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S. NARROW (a last key block whose
-// keys end in its first half, kFwdTrimTails) multiplies only the block's first BN/2 keys into the
-// first half of S's registers: the m64nN accumulator lists its 8-column blocks in order, so m64n64
-// is exactly the first half of m64n128.
-template <int DTYPE, int D, int BN, int N>
-__device__ __forceinline__ void issue_qk_n(float (&s)[N / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
+// S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S.
+template <int DTYPE, int D, int BN>
+__device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const unsigned long long da = sw128_kmajor_desc(q_tile, kFwdBlockM, q_first_row, ks);
     const unsigned long long db = sw128_kmajor_desc(k_tile, BN, 0, ks);
     if (ks == 0)
-      ptx::Wgmma<N, DTYPE>::template ss<0, 0, 0>(s, da, db);
+      ptx::Wgmma<BN, DTYPE>::template ss<0, 0, 0>(s, da, db);
     else
-      ptx::Wgmma<N, DTYPE>::template ss<1, 0, 0>(s, da, db);
+      ptx::Wgmma<BN, DTYPE>::template ss<1, 0, 0>(s, da, db);
   }
 }
 
-template <int DTYPE, int D, int BN, bool NARROW>
-__device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
-  if constexpr (NARROW)
-    issue_qk_n<DTYPE, D, BN, BN / 2>(first_half(s), q_tile, q_first_row, k_tile);
-  else
-    issue_qk_n<DTYPE, D, BN, BN>(s, q_tile, q_first_row, k_tile);
-}
-
-// O (+)= P V over the block's keys (NARROW: its first BN/2) with A from registers and V N-major, one
-// wgmma per 16 keys. ACCUMULATE = false starts O over (the tile's first block).
-template <int DTYPE, int D, int BN, bool NARROW, bool ACCUMULATE>
+// O (+)= P V over the BN keys of the block: BN/16 wgmmas with A from registers and V N-major.
+// ACCUMULATE = false starts O over (the tile's first block).
+template <int DTYPE, int D, int BN, bool ACCUMULATE>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile) {
-  constexpr int kKeys = NARROW ? BN / 2 : BN;
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
+  for (int kk = 0; kk < BN / 16; ++kk) {
     const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
     const unsigned long long db = sw128_mnmajor_desc(v_tile, BN, kk);
     if (!ACCUMULATE && kk == 0)
@@ -197,12 +185,12 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[
   }
 }
 
-template <int DTYPE, int D, int BN, bool NARROW>
+template <int DTYPE, int D, int BN>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile, bool accumulate) {
   if (accumulate)
-    issue_pv<DTYPE, D, BN, NARROW, true>(o, p, v_tile);
+    issue_pv<DTYPE, D, BN, true>(o, p, v_tile);
   else
-    issue_pv<DTYPE, D, BN, NARROW, false>(o, p, v_tile);
+    issue_pv<DTYPE, D, BN, false>(o, p, v_tile);
 }
 
 // Pingpong turn-taking: wait for my turn before issuing a GEMM batch, hand the turn over after.
@@ -215,34 +203,24 @@ __device__ __forceinline__ void sched_pass(int cw) {
   if constexpr ((FLAGS & kFwdPingpong) != 0) ptx::named_barrier_arrive(kBarSchedBase + (cw ^ 1), 2 * 128);
 }
 
-// P_n = act(S_n) for block n. A NARROW block had only the first half of S computed and feeds only
-// the first half of P to its PV GEMM, so only that half is activated (always with the mask: its
-// keys end inside it).
-template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX, bool NARROW>
+template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX, bool TWICE>
 __device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
                                                const FwdTile& t, const GdpaParams& prm, const FragThread& f) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
-  if constexpr (NARROW)
-    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN / 2, MIX>(first_half(s), first_half(p), prm.logit_scale, f, row0,
-                                                          n * BN, mb);
-  else if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
-    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+  if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
+    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
   else
-    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
 }
 
-// The softmax variant's counterpart: P from the online softmax, corr for O and the row sums. A
-// narrow block's second half holds no key, so the row statistics over its first half are exact.
-template <int DTYPE, int MASK, int BN, bool NARROW>
+// The softmax variant's counterpart: P from the online softmax, corr for O and the row sums.
+template <int DTYPE, int MASK, int BN>
 __device__ __forceinline__ void softmax_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
                                               const FwdTile& t, const GdpaParams& prm, const FragThread& f,
                                               SoftmaxRows& rows, float (&corr)[2]) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
   const float scale_log2 = prm.logit_scale * 1.4426950408889634f;
-  if constexpr (NARROW)
-    softmax_s_to_p<DTYPE, MASK, true, BN / 2>(first_half(s), first_half(p), scale_log2, f, row0, n * BN, mb, rows,
-                                              corr);
-  else if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
+  if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
     softmax_s_to_p<DTYPE, MASK, true, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
   else
     softmax_s_to_p<DTYPE, MASK, false, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
@@ -260,22 +238,17 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
   constexpr bool kUnit = (FLAGS & kFwdUnitLogitScale) != 0;
   constexpr bool kSoftmax = (FLAGS & kFwdSoftmax) != 0;
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
-  constexpr bool kSkipDead = (FLAGS & kFwdSkipDeadRows) != 0;
-  constexpr bool kNarrowTail = (FLAGS & kFwdNarrowTail) != 0;
+  // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
+  constexpr bool kTwice =
+      (FLAGS & kFwdHalfFold) != 0 && act_has_twice_f<ACT> && DTYPE == kBF16 && kMix == 0 && !kSoftmax;
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
   const unsigned base_addr = ptx::smem_addr(smem);
+  const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
   const int row_stride = p.heads_q * D;
   auto q_tile = [&](int count) { return base_addr + plan.q_off + (count % QS) * plan.q_bytes; };
   auto k_tile = [&](int count) { return base_addr + plan.k_off + (count % ST) * plan.kv_bytes; };
   auto v_tile = [&](int count) { return base_addr + plan.v_off + (count % ST) * plan.kv_bytes; };
   auto phase_of = [](int count, int stages) { return unsigned(count / stages) & 1u; };
-  // kFwdNarrowTail: block n is narrow when the sequence's keys end in its first half (only the
-  // sequence's last block can be). kFwdSkipDeadRows: a warpgroup is live when some of its 64 rows
-  // lie inside the sequence; a dead one still waits, releases and takes its pingpong turns, so the
-  // rings and the turn order stay the same for both consumers, and only skips its GEMMs,
-  // activation and epilogue.
-  auto narrow = [&](const FwdTile& t, int n) { return kNarrowTail && t.len_k - n * BN <= BN / 2; };
-  auto live_in = [&](const FwdTile& t) { return !kSkipDead || t.len_q > t.m0 + 64 * cw; };
 
   float s_acc[BN / 2];
   unsigned p_a[BN / 4], p_b[BN / 4];  // P of consecutive blocks alternate between the two arrays
@@ -306,14 +279,13 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
     if (it_next + stride < end) ptx::prefetch_l1(records + it_next + stride);
     const bool next_reuse = kReuse && have_next && nxt.reuses_kv();
     const int row0 = cur.m0 + 64 * cw;  // sequence-local row of this warpgroup's fragment row 0
-    const bool live = live_in(cur);
     // Where this warpgroup's 64 output rows go; computed where used, not held through the loop.
     auto out_rows = [&]() {
       return static_cast<unsigned short*>(p.out) + (long long)(cur.q_row + 64 * cw) * row_stride + cur.head() * D;
     };
 
     if (cur.empty()) {  // no visible key (Lk = 0 or a window that misses the tile): O = 0
-      store_zero_rows<D>(out_rows(), row_stride, cur.len_q - row0, this_frag_thread());
+      store_zero_rows<D>(out_rows(), row_stride, cur.len_q - row0, f);
       it = it_next;
       cur = nxt;
       continue;
@@ -328,67 +300,44 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
     const unsigned q_addr = q_tile(q_count);
     const int qs = q_count % QS;
 
-    // Each narrow/wide choice below picks a whole instantiation of a block's code, from issue to
-    // wgmma_wait<0>, so no branch joins while a wgmma is in flight (BoolConstant, portability.h).
-    const int n_last = cur.n_end() - 1;
-
     // ---- block 0: S_0 = Q K_0^T (already in flight if the previous tile issued it) ----
-    auto block0 = [&](auto narrow_tag) {
-      constexpr bool kNarrow = decltype(narrow_tag)::value;
-      if (!first_s_in_flight) {
-        consumer_wait(bars->q[qs], phase_of(q_count, QS));
-        if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
-        sched_wait<FLAGS>(cw);
-        if (live) {
-          ptx::wgmma_fence();
-          issue_qk<DTYPE, D, BN, kNarrow>(s_acc, q_addr, 64 * cw, k_tile(kvb));
-          ptx::wgmma_commit();
-        }
-        sched_pass<FLAGS>(cw);
-      }
-      ptx::wgmma_wait<0>();
-      ptx::fence_operand(s_acc);
-      if (release_kv) consumer_release(bars->k[kvb % ST]);
-      if (nblocks == 1) consumer_release(bars->q[qs]);
-      if (live) {
-        if constexpr (kSoftmax) {
-          softmax_rows_init(rows);
-          softmax_block<DTYPE, MASK, BN, kNarrow>(s_acc, p_a, cur.n_begin(), row0, cur, p, this_frag_thread(), rows,
-                                                  corr);
-        } else {
-          activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kNarrow>(s_acc, p_a, cur.n_begin(), row0, cur, p,
-                                                                    this_frag_thread());
-        }
-      }
-    };
-    if (narrow(cur, cur.n_begin()))
-      block0(BoolConstant<true>{});
-    else
-      block0(BoolConstant<false>{});
+    if (!first_s_in_flight) {
+      consumer_wait(bars->q[qs], phase_of(q_count, QS));
+      if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
+      sched_wait<FLAGS>(cw);
+      ptx::wgmma_fence();
+      issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kvb));
+      ptx::wgmma_commit();
+      sched_pass<FLAGS>(cw);
+    }
+    ptx::wgmma_wait<0>();
+    ptx::fence_operand(s_acc);
+    if (release_kv) consumer_release(bars->k[kvb % ST]);
+    if (nblocks == 1) consumer_release(bars->q[qs]);
+    if constexpr (kSoftmax) {
+      softmax_rows_init(rows);
+      softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
+    } else {
+      activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
+    }
 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
-    // Block j - 1 is never the narrow one (only a tile's last block can be): the PV is always wide.
-    // (A generic lambda's array parameters are auto&: spelled as arrays of a bound that depends on
-    // the kernel's template parameters, they crash NVRTC 13.0.)
-    auto step = [&](auto narrow_tag, int j, auto& p_in, auto& p_out) {
-      constexpr bool kNarrow = decltype(narrow_tag)::value;
+    auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4]) {
       const int kj = kvb + j, vj = kvb + j - 1;
       if (fresh) {
         consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
         consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
       }
       sched_wait<FLAGS>(cw);
-      if (live) {
-        ptx::wgmma_fence();
-        issue_qk<DTYPE, D, BN, kNarrow>(s_acc, q_addr, 64 * cw, k_tile(kj));
-        ptx::wgmma_commit();
-        if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
-          ptx::wgmma_wait<0>();
-          ptx::fence_operand(s_acc);
-        }
-        issue_pv<DTYPE, D, BN, false>(o_acc, p_in, v_tile(vj), j > 1);
-        ptx::wgmma_commit();
+      ptx::wgmma_fence();
+      issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
+      ptx::wgmma_commit();
+      if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
+        ptx::wgmma_wait<0>();
+        ptx::fence_operand(s_acc);
       }
+      issue_pv<DTYPE, D, BN>(o_acc, p_in, v_tile(vj), j > 1);
+      ptx::wgmma_commit();
       sched_pass<FLAGS>(cw);
       if constexpr (kOverlap)
         ptx::wgmma_wait<1>();  // S_j done; the PV GEMM may still run under the activation
@@ -397,52 +346,35 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(s_acc);
       if (release_kv) consumer_release(bars->k[kj % ST]);
       if (j == nblocks - 1) consumer_release(bars->q[qs]);
-      if (live) {
-        if constexpr (kSoftmax)
-          softmax_block<DTYPE, MASK, BN, kNarrow>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, this_frag_thread(), rows,
-                                                  corr);
-        else
-          activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kNarrow>(s_acc, p_out, cur.n_begin() + j, row0, cur, p,
-                                                                    this_frag_thread());
-      }
+      if constexpr (kSoftmax)
+        softmax_block<DTYPE, MASK, BN>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f, rows, corr);
+      else
+        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(p_in);
       ptx::fence_operand(o_acc);
       // Softmax: O so far is relative to the previous row max; bring it to the new one before the
       // next PV GEMM adds P_j V_j (GDPA has no such step: nothing to rescale).
-      if constexpr (kSoftmax)
-        if (live) scale_rows<D>(o_acc, corr);
+      if constexpr (kSoftmax) scale_rows<D>(o_acc, corr);
       if (release_kv) consumer_release(bars->v[vj % ST]);
-    };
-    auto step_at = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4]) {
-      if (cur.n_begin() + j == n_last && narrow(cur, n_last))
-        step(BoolConstant<true>{}, j, p_in, p_out);
-      else
-        step(BoolConstant<false>{}, j, p_in, p_out);
     };
 
     // ---- last PV; with outer pipelining the next tile's first QK^T rides in the same turn ----
-    // A next tile whose first block is narrow issues its own QK^T (one wide instantiation here).
-    auto finish = [&](auto narrow_tag, auto& p_last) {
-      constexpr bool kNarrow = decltype(narrow_tag)::value;
+    auto finish = [&](unsigned (&p_last)[BN / 4]) {
       const int vj = kvb + nblocks - 1;
-      const bool prefetch = kOuter && have_next && !nxt.empty() && !narrow(nxt, nxt.n_begin());
+      const bool prefetch = kOuter && have_next && !nxt.empty();
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
       if (fresh) consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
       if (prefetch) {
         consumer_wait(bars->q[(q_count + 1) % QS], phase_of(q_count + 1, QS));
         if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
       }
-      // A warpgroup dead in this tile still issues the next tile's QK^T: wasted if it is dead there
-      // too, but it keeps one instantiation of this turn; one dead in the next tile only waits for it.
       sched_wait<FLAGS>(cw);
       ptx::wgmma_fence();
-      if (live) {
-        issue_pv<DTYPE, D, BN, kNarrow>(o_acc, p_last, v_tile(vj), nblocks > 1);
-        ptx::wgmma_commit();
-      }
+      issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
+      ptx::wgmma_commit();
       if (prefetch) {
-        issue_qk<DTYPE, D, BN, false>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
+        issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
         ptx::wgmma_commit();
       }
       sched_pass<FLAGS>(cw);
@@ -454,31 +386,26 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(p_last);
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
-      if (live) {
-        if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-        store_rows_staged<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, plan.o_row_bytes, out_rows(),
-                                    row_stride, cur.len_q - row0, kSoftmax ? 1.0f : p.out_scale, this_frag_thread(),
-                                    ptx::thread_in_warpgroup(), kBarEpilogueBase + cw);
-      }
+      if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
+      store_rows_staged<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, plan.o_row_bytes, out_rows(), row_stride,
+                                  cur.len_q - row0, kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f,
+                                  int(threadIdx.x) - 128 * (cw + 1),
+                                  kBarEpilogueBase + cw);
       return prefetch;
-    };
-    auto finish_with = [&](unsigned (&p_last)[BN / 4]) {
-      if (narrow(cur, n_last)) return finish(BoolConstant<true>{}, p_last);
-      return finish(BoolConstant<false>{}, p_last);
     };
 
     // P alternates between p_a and p_b so no register copy is needed between steps.
     int j = 1;
     for (; j + 1 < nblocks; j += 2) {
-      step_at(j, p_a, p_b);
-      step_at(j + 1, p_b, p_a);
+      step(j, p_a, p_b);
+      step(j + 1, p_b, p_a);
     }
     bool prefetched;
     if (j < nblocks) {
-      step_at(j, p_a, p_b);
-      prefetched = finish_with(p_b);
+      step(j, p_a, p_b);
+      prefetched = finish(p_b);
     } else {
-      prefetched = finish_with(p_a);
+      prefetched = finish(p_a);
     }
 
     if (fresh) kv_count += nblocks;

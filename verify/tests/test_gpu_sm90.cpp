@@ -9,6 +9,8 @@
 #include "../../host/driver.h"
 #include "../../host/generator.h"
 #include "../../host/sm90.h"
+#include "../../kernels/common/activations.cuh"
+#include "../../kernels/sm90/fwd_config.h"
 
 using namespace gdpa;
 
@@ -84,6 +86,40 @@ TEST_SUITE("gpu") {
     dp.download_grads(fq, fk, fv);
     CHECK(fk == dk[0]);
     CHECK(fv == dv[0]);
+  }
+  TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {
+    // kFwdHalfFold rounds 2 f instead of f and halves O once (activations.cuh act_twice_f): exact
+    // in bf16 by construction, so any difference at all is a bug, not rounding.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (Activation act : {kFastGelu, kGeluTanh}) {
+      BatchShape shape;
+      shape.batch = 24;
+      shape.max_len_q = 600;
+      shape.sparsity = 0.5;
+      ProblemDesc p = make_problem(shape, 91);
+      p.heads_q = p.heads_kv = 2;
+      p.activation = act;
+      p.logit_scale = 0.75f;  // both scales, so the epilogue's 0.5 * out_scale is exercised
+      p.out_scale = 1.5f;
+      const HostInputs in = make_inputs(p, 92, false);
+      DeviceProblem dp(p, in, false);
+      Stream s;
+      std::vector<uint16_t> o[2];
+      for (int variant = 0; variant < 2; ++variant) {
+        Sm90Options opt;
+        if (variant == 1) opt.fwd_flags = sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold;
+        auto k = make_sm90_kernel(opt);
+        k->prepare(p, ctx.info(), false);
+        dp.poison_outputs(s.get());
+        k->forward(dp.view(), s.get());
+        s.synchronize();
+        dp.download_out(o[variant]);
+      }
+      CAPTURE(activation_name(act));
+      CHECK(o[0].size() == size_t(p.total_q()) * p.heads_q * p.head_dim);
+      CHECK(o[0] == o[1]);
+    }
   }
   TEST_CASE("sm90 backward matches the CPU reference on jagged batches") {
     run_cases(true, {"act=fast_gelu", "act=gelu_poly", "D=64", "fp16", "mask=causal", "G=2", "Lq=1 with an Lk=0",
