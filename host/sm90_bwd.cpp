@@ -3,10 +3,8 @@
 // One backward is three stream operations:
 //   1. memset of the fp32 dQ accumulator (deterministic mode: of the semaphores only, since the
 //      first contributor of each block stores instead of adding),
-//   2. gdpa_bwd: persistent grid over the KV tiles; writes dK, dV, bulk-adds into the accumulator
-//      (deterministic mode: and converts each dQ block once its last add has landed),
-//   3. gdpa_bwd_dq_convert: accumulator * logit_scale * out_scale -> dQ in the io dtype
-//      (deterministic mode: only zeros, for the query tiles no key sees).
+//   2. gdpa_bwd: persistent grid over the KV tiles; writes dK, dV, bulk-adds into the accumulator,
+//   3. gdpa_bwd_dq_convert: accumulator * logit_scale * out_scale -> dQ in the io dtype.
 // The accumulator uses the blocked per-query-tile layout of kernels/sm90/bwd_config.h.
 #include "sm90_bwd.h"
 

@@ -37,15 +37,4 @@ __device__ __forceinline__ uint4 ld_shared_u128(unsigned addr) {
   return v;
 }
 
-// 16-byte global load that skips L1 (ld.global.cg): for data another agent (here the TMA unit's
-// bulk reduce) has just written to L2, where an L1 line from earlier would be stale.
-__device__ __forceinline__ float4 ld_global_cg_f32x4(const float* p) {
-  float4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
 }  // namespace gdpa::ptx

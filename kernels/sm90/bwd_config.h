@@ -32,9 +32,6 @@ constexpr int kBwdDsStages = 2;  // dS^T exchange buffers (see gdpa_bwd.cu, "dS 
 constexpr int kBwdDqCols = 64;
 constexpr int kBwdDqJobFloats = kBwdBlockM * kBwdDqCols;
 constexpr int kBwdDqJobBytes = kBwdDqJobFloats * 4;
-// Deterministic mode: finished dQ blocks queued from the writer warp to the converter warps
-// (gdpa_bwd.cu, bwd_dq_converter), one block index per slot.
-constexpr int kBwdConvertSlots = 8;
 
 // ---- the fp32 dQ accumulator ------------------------------------------------------------------
 // Not a plain [total_q, Hq, D] tensor: FA3's blocked layout, so each job is ONE contiguous bulk
@@ -115,11 +112,10 @@ GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
   s.ds_off = s.do_off + kBwdQStages * s.q_bytes;
   s.dq_off = s.ds_off + kBwdDsStages * s.ds_bytes;
   s.bar_off = s.dq_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
-  // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; one 24-byte dQ
-  // job header per consumer warpgroup (gdpa_bwd.cu, DqJobHeader); the converter queue: a full/empty
-  // pair and a block index per slot, and its count (8 bytes with padding).
+  // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; then one
+  // 24-byte dQ job header per consumer warpgroup (gdpa_bwd.cu, DqJobHeader).
   s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 2 * kBwdConsumerWarpgroups) +
-            24 * kBwdConsumerWarpgroups + (8 * 2 + 4) * kBwdConvertSlots + 8;
+            24 * kBwdConsumerWarpgroups;
   return s;
 }
 

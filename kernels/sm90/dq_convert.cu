@@ -4,17 +4,14 @@
 // [total_q, Hq, D] dQ.
 //
 // Launch (host/sm90_bwd.cpp): grid = (dq_num_slots(total_q, batch), Hq), block = 128 threads, no
-// dynamic shared memory. One CTA finishes one (query tile slot, head): D / 64 blocks of 64 x 64.
-// Every row of every sequence belongs to exactly one slot, so every dQ element is written:
-//   * unordered mode: every block is converted here; those of query tiles no key sees (Lk = 0,
-//     masks) stayed at the memset's zeros;
-//   * deterministic mode: the backward kernel's converter warps already wrote every block that got
-//     a contribution (its semaphore, which counts them, is > 0: the CTA returns at once), and the
-//     rest get zeros here without reading the accumulator (nothing was zeroed before).
-// Padding slots (at most one per sequence) write nothing.
+// dynamic shared memory. One CTA converts one (query tile slot, head): D / 64 blocks of 64 x 64.
+// Every row of every sequence belongs to exactly one slot, so every dQ element is written, also
+// those of query tiles no key sees (Lk = 0, masks): non-deterministic mode, their accumulator
+// stayed at the memset's zeros; deterministic mode, nothing is zeroed (the first contributor
+// stores) and their semaphore, which counts contributions, is 0, so zeros are written without
+// reading the accumulator. Padding slots (at most one per sequence) write nothing.
 #include "../common/params.h"
 #include "bwd_config.h"
-#include "dq_block.cuh"
 #include "fragments.cuh"
 
 namespace gdpa::sm90 {
@@ -31,19 +28,28 @@ __global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __g
   __shared__ __align__(16) unsigned char tile[kBwdBlockM * kConvertRowBytes];
   const int slot = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
 
-  const DqSlotRows sr = dq_slot_rows(p, slot);
-  if (sr.rows <= 0) return;  // a padding slot: no rows
-  const int q_begin = sr.q_begin, m0 = sr.m0, rows = sr.rows;
-  bool untouched = false;
-  if (p.deterministic) {
-    if (p.semaphores[(long long)slot * p.heads_q + head] > 0) return;  // finished in gdpa_bwd
-    untouched = true;
+  // The sequence owning the slot: the last b whose first slot is <= slot (slot starts are
+  // non-decreasing in b; sequences with Lq = 0 own no slot and are skipped by "last").
+  int lo = 0, hi = p.batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (dq_slot_begin(p.cu_seqlens_q[mid], mid) <= slot)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
+  const int b = lo;
+  const int q_begin = p.cu_seqlens_q[b];
+  const int len_q = p.cu_seqlens_q[b + 1] - q_begin;
+  const int m0 = (slot - dq_slot_begin(q_begin, b)) * kBwdBlockM;  // first sequence-local row
+  if (m0 >= len_q) return;                                         // a padding slot: no rows
+  const int rows = min(kBwdBlockM, len_q - m0);
 
   const float scale = p.logit_scale * p.out_scale;
   const long long row_stride = (long long)p.heads_q * D;  // elements
   unsigned short* out = static_cast<unsigned short*>(p.dq) + (long long)(q_begin + m0) * row_stride + head * D;
   const float* acc = p.dq_accum + dq_block_offset(slot, head, p.heads_q, 0, D);
+  const bool untouched = p.deterministic && p.semaphores[(long long)slot * p.heads_q + head] == 0;
 
 #pragma unroll 1
   for (int c = 0; c < D / kBwdDqCols; ++c) {

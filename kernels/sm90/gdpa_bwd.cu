@@ -19,18 +19,16 @@
 //     the fp32 accumulator (and orders those reduces in the deterministic mode).
 //   warpgroups 1 and 2: consumers, 64 keys each. dK and dV (64 x D fp32 each) live in registers
 //     for the whole work tile; GQA sums the group's heads there, no atomics.
-//   warpgroup 0, warps 2 and 3: the dQ converters. Deterministic mode: each dQ block, once its last
-//     add has landed, is read back from L2, scaled, rounded and stored as dQ rows (the writer
-//     queues it); unordered mode: nothing to do, dq_convert.cu finishes dQ after the kernel.
+// Warps 2 and 3 of warpgroup 0 have no work and leave at once.
 //
 // Launch (host/sm90_bwd.cpp): grid = persistent_grid(tiles, SMs), CTA c runs tiles c, c + grid, ...
 // (host/scheduler.h); 384 threads; dynamic shared memory bwd_smem_request(D) (bwd_config.h, with
 // 1024 bytes of alignment slack). Tensor maps: Q and dO with 64-row boxes, K and V with 128-row
 // boxes, 64 columns, 128B swizzle (host/tensor_map.h). Before it: the dQ accumulator zeroed (in the
 // deterministic mode the semaphores instead: there the first contributor stores); after it:
-// dq_convert.cu (deterministic mode: only the zero rows of query tiles no key sees). The fp32 dQ
-// accumulator is not a tensor-map target: each dQ job is one contiguous 16 KB block
-// (bwd_config.h), added with a 1-D bulk reduce, so the kernel takes no dQ tensor map.
+// dq_convert.cu. The fp32 dQ accumulator is not a tensor-map target: each dQ job is one
+// contiguous 16 KB block (bwd_config.h), added with a 1-D bulk reduce, so the kernel takes no dQ
+// tensor map.
 //
 // Numerics (documented deviation, the forward does the same): the scales are folded out of the
 // rounded products. The kernel rounds P = act(S) and dS = act'(S) dP to the io dtype and applies
@@ -56,7 +54,6 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
-#include "dq_block.cuh"
 #include "fragments.cuh"
 #include "pipeline.cuh"
 
@@ -141,8 +138,8 @@ __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& 
 struct DqJobHeader {
   float* dst;    // the job's 4096-float block of the accumulator
   int* sem;      // deterministic mode: the (slot, head) semaphore
-  int expected;  // ... the count to wait for (KV tiles of the group ahead of ours)
-  int total;     // ... and all the KV tiles that add to the block: the last one has it converted
+  int expected;  // ... and the count to wait for (KV tiles of the group ahead of ours)
+  int pad;
 };
 
 // The Q / dO ring and the resident K / V, all on mbarriers (pipeline.cuh's protocol): full =
@@ -160,13 +157,6 @@ struct BwdBarriers {
   unsigned long long dq_full[kBwdConsumerWarpgroups];
   unsigned long long dq_empty[kBwdConsumerWarpgroups];
   DqJobHeader dq_job[kBwdConsumerWarpgroups];
-  // Deterministic mode: finished dQ blocks, writer -> converter warps. full: the writer's leader
-  // lane; empty: lane 0 of each of the two converter warps. A negative index ends the queue.
-  unsigned long long cv_full[kBwdConvertSlots];
-  unsigned long long cv_empty[kBwdConvertSlots];
-  int cv_block[kBwdConvertSlots];
-  int cv_pushed;  // blocks queued so far: the writer's leader lane keeps its count here, not in a
-                  // register (the warp has 24 and ptxas spilled the tile loop's stride for it)
 };
 
 // Index of a consumer's dQ job among its own jobs, from the step it belongs to: at D = 128 every
@@ -265,68 +255,6 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
   atomicAdd(sem, 1);
 }
 
-// Deterministic mode: the writer queues each block whose last add it made; converter warps 2 and 3
-// of the producer warpgroup read it back from L2 (it was just written), scale it, round it to the
-// io dtype and store dQ's rows. That is dq_convert's work, done while the kernel still runs, on
-// data still in L2, instead of a pass that reads the whole accumulator back from DRAM afterwards.
-__device__ __forceinline__ void convert_queue_push(BwdBarriers* bars, int block) {
-  const int count = bars->cv_pushed++;
-  const int s = count % kBwdConvertSlots;
-  ptx::mbarrier_wait(&bars->cv_empty[s], (unsigned(count / kBwdConvertSlots) & 1u) ^ 1u);  // fresh: passes
-  bars->cv_block[s] = block;  // ordered for the converters by the arrive (release)
-  ptx::mbarrier_arrive(&bars->cv_full[s]);
-}
-
-// One finished block, by the 64 threads of the converter warps (u = 0..63). Float4 k * 128 + t of a
-// 64 x 64 chunk holds registers 4k .. 4k+3 of consumer thread t (bwd_config.h): row
-// 16 (t / 32) + (t % 32) / 4 and the same row + 8, columns 8k + 2 (t % 4) and the next one. Thread u
-// takes t = u and t = u + 64 (rows 32 further down), so its rows are fixed and only the column moves
-// with k: two pointers stepped by constants, which is what fits the producer warpgroup's 24
-// registers. Loads are coalesced (512 contiguous bytes per warp); each store writes 4 bytes, and a
-// warp's store covers 8 rows x 16 bytes whose other 16 bytes follow one k later, so L2 merges them
-// before DRAM sees them.
-template <int DTYPE, int D>
-__device__ __forceinline__ void convert_dq_block(const GdpaParams& p, int block, int u) {
-  const int slot = block / p.heads_q, head = block - slot * p.heads_q;
-  const DqSlotRows r = dq_slot_rows(p, slot);
-  const float scale = p.logit_scale * p.out_scale;
-  const int row_stride = p.heads_q * D;  // elements
-  const int row0 = 16 * (u >> 5) + ((u & 31) >> 2);
-#pragma unroll 1
-  for (int part = 0; part < 2 * (D / kBwdDqCols); ++part) {  // (column chunk, upper / lower 32 rows)
-    const int c = part >> 1, row = row0 + 32 * (part & 1);
-    const bool lo_ok = row < r.rows, hi_ok = row + 8 < r.rows;
-    const float* src = p.dq_accum + dq_block_offset(slot, head, p.heads_q, c, D) + (u + 64 * (part & 1)) * 4;
-    unsigned short* dst = static_cast<unsigned short*>(p.dq) + (long long)(r.q_begin + r.m0 + row) * row_stride +
-                          head * D + c * kBwdDqCols + 2 * (u & 3);
-#pragma unroll 2
-    for (int k = 0; k < kBwdDqCols / 8; ++k, src += 512, dst += 8) {
-      const float4 v = ptx::ld_global_cg_f32x4(src);
-      if (lo_ok) *reinterpret_cast<unsigned*>(dst) = pack2<DTYPE>(v.x * scale, v.y * scale);
-      if (hi_ok) *reinterpret_cast<unsigned*>(dst + 8 * row_stride) = pack2<DTYPE>(v.z * scale, v.w * scale);
-    }
-  }
-}
-
-// Warps 2 and 3 of the producer warpgroup: the converters (deterministic mode; in the unordered
-// mode the queue only ever holds the end mark, and dq_convert does the work).
-template <int DTYPE, int D>
-__device__ __forceinline__ void bwd_dq_converter(const GdpaParams& p, unsigned char* smem) {
-  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
-  auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
-  const int u = int(threadIdx.x) - 64;
-#pragma unroll 1
-  for (int count = 0;; ++count) {
-    const int s = count % kBwdConvertSlots;
-    ptx::mbarrier_wait(&bars->cv_full[s], unsigned(count / kBwdConvertSlots) & 1u);
-    const int block = bars->cv_block[s];
-    if (block < 0) return;
-    convert_dq_block<DTYPE, D>(p, block, u);
-    __syncwarp();
-    if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->cv_empty[s]);
-  }
-}
-
 // The warp runs with the producer warpgroup's 24 registers, so it decodes nothing per job: it
 // only counts steps (bwd_tile's step count, the same as the consumers') to know how many jobs come
 // and from which staging buffer, and takes addresses and semaphores from the job headers.
@@ -343,7 +271,6 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
 #pragma unroll 1
     for (int ls = 0; ls < steps; ++ls, ++step) {
       int* sem = nullptr;
-      bool last_adder = false;  // deterministic mode: our add completes the block
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
@@ -353,7 +280,6 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
           // Both chunks of a step belong to the same (slot, head): one wait, one release.
           if (c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
           sem = h.sem;
-          last_adder = p.deterministic && h.expected == h.total - 1;
           const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
           // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
           // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
@@ -375,19 +301,12 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
         }
       }
       __syncwarp();
-      if (leader) {
+      if (leader)
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
-        // The block is complete in global memory (bulk_wait_group<0> and the release above): hand
-        // it to the converter warps, after the consumers got their staging buffers back.
-        if (last_adder) convert_queue_push(bars, int(sem - p.semaphores));
-      }
     }
   }
-  if (leader) {
-    ptx::bulk_wait_group<0>();
-    convert_queue_push(bars, -1);  // the converters stop here
-  }
+  if (leader) ptx::bulk_wait_group<0>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -687,17 +606,16 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       h.dst = p.dq_accum + (block * (D / kBwdDqCols) + chunk) * kBwdDqJobFloats;
       h.sem = p.semaphores + block;
       h.expected = 0;
-      h.total = 0;
+      h.pad = 0;
       if (p.deterministic) {
-        // KV tiles [first / BlockN, ceil(last / BlockN)) see query tile m (mask_key_range is exact
-        // for a rectangle: the same relation bwd_tile uses the other way round), so
-        // n - first / BlockN tiles of the group add before ours, in increasing KV order.
+        // KV tiles [first / BlockN, ...) see query tile m (mask_key_range is exact for a rectangle:
+        // the same relation bwd_tile uses the other way round), so n - first / BlockN tiles of the
+        // group add before ours, in increasing KV order.
         int first, last;
         const int r0 = js.m * kBwdBlockM, len_q = ts.len_q;
         mask_key_range(MASK, r0, min(r0 + kBwdBlockM, len_q), len_q, ts.len_k, p.window_left, p.window_right, &first,
                        &last);
         h.expected = ts.n0 / kBwdBlockN - first / kBwdBlockN;
-        h.total = (last + kBwdBlockN - 1) / kBwdBlockN - first / kBwdBlockN;
       }
       return h;
     };
@@ -862,11 +780,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(&bars->dq_full[c], 4);  // lane 0 of each of the consumer's warps
       ptx::mbarrier_init(&bars->dq_empty[c], 1);  // the writer's leader lane
     }
-    for (int s = 0; s < kBwdConvertSlots; ++s) {
-      ptx::mbarrier_init(&bars->cv_full[s], 1);   // the writer's leader lane
-      ptx::mbarrier_init(&bars->cv_empty[s], 2);  // lane 0 of each converter warp
-    }
-    bars->cv_pushed = 0;
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
@@ -885,8 +798,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       }
     } else if (warp == 1) {
       bwd_dq_writer<D, MASK>(p, smem);
-    } else {
-      bwd_dq_converter<DTYPE, D>(p, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();
