@@ -390,7 +390,7 @@ ABLATIONS = (
     Ablation("softmax", "What dropping softmax frees", (("sm90-softmax", "same kernel with softmax"),)),
     Ablation("kv-reuse", "K/V kept resident across the query tiles of a short-KV sequence",
              (("sm90-no-kv-reuse", "K/V reuse off"),)),
-    Ablation("half-fold", "GELU as 2f = x + x tanh(.) with O halved once (one multiply per score fewer)",
+    Ablation("half-fold", "GELU as 2f = x + x tanh(.), O (backward: dV) halved once (one multiply per score fewer)",
              (("sm90-no-half-fold", "plain f = x/2 (1 + tanh(.))"),)),
 )
 

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "../kernels/sm90/act_mix.h"
+#include "../kernels/sm90/bwd_config.h"
 #include "../kernels/sm90/fwd_config.h"
 #include "baseline.h"
 #include "sm90.h"
@@ -16,6 +17,7 @@ struct Ablation {
   const char* name;
   int fwd_flags;
   SchedulePolicy policy;
+  int bwd_flags = -1;  // -1: the backward's defaults
 };
 
 // Each row switches exactly one optimization off (issue: ablations isolate each one).
@@ -24,7 +26,8 @@ const Ablation kAblations[] = {
     {"sm90-no-outer-pipeline", sm90::kFwdDefaultFlags & ~sm90::kFwdOuterPipeline, SchedulePolicy::kZigzag},
     {"sm90-no-intra-overlap", sm90::kFwdDefaultFlags & ~sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
     {"sm90-no-kv-reuse", sm90::kFwdDefaultFlags & ~sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
-    {"sm90-no-half-fold", sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold, SchedulePolicy::kZigzag},
+    {"sm90-no-half-fold", sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold, SchedulePolicy::kZigzag,
+     sm90::kBwdDefaultFlags & ~sm90::kBwdHalfFold},
     {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
 };
@@ -64,6 +67,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     if (name == a.name) {
       Sm90Options o;
       o.fwd_flags = a.fwd_flags;
+      o.bwd_flags = a.bwd_flags;
       o.policy = a.policy;
       o.label = std::string(a.name).substr(5);
       return make_sm90_kernel(o);

@@ -323,6 +323,19 @@ struct GeluTanhForm {
     const float t = kFastTanh ? act_math::tanh_fast(z) : act_math::tanh_acc(z);
     return act_math::fma_f(x, t, x);
   }
+  // 2 f and f' together. f' = (f - f t) dz + (1 + t) / 2 (gelu_tanh_df_from_t) is formed from
+  // 2 f with dz's constants halved: (2f - 2f t) (dz / 2) is the same real number as (f - f t) dz,
+  // and halving a constant or doubling f is exact, so f' comes out bit-identical to df().
+  static GDPA_HD void twice_f_df(float x, float* f2, float* df) {
+    using namespace act_const;
+    const float x2 = x * x;
+    const float z = x * act_math::fma_f(kGeluKA, x2, kGeluK);
+    const float t = kFastTanh ? act_math::tanh_fast(z) : act_math::tanh_acc(z);
+    const float g2 = act_math::fma_f(x, t, x);
+    const float dz_half = act_math::fma_f(0.5f * kGeluGamma, act_math::min_f(x2, kGeluTanhX2Cap), 0.5f * kGeluK);
+    *df = act_math::fma_f(act_math::fma_f(-g2, t, g2), dz_half, act_math::fma_f(t, 0.5f, 0.5f));
+    *f2 = g2;
+  }
 };
 template <>
 struct ActImpl<kGeluTanh> : GeluTanhForm<false> {};
@@ -511,6 +524,17 @@ GDPA_HD float act_twice_f(float x) {
     return ActImpl<ACT>::twice_f(x);
   else
     return 2.0f * act_f<ACT>(x);
+}
+
+// The backward's form: 2 f (for P, the dV product halved once) and f' (bit-identical to act_df).
+template <int ACT>
+GDPA_HD void act_twice_f_df(float x, float* f2, float* df) {
+  if constexpr (act_has_twice_f<ACT>) {
+    ActImpl<ACT>::twice_f_df(x, f2, df);
+  } else {
+    act_f_df<ACT>(x, f2, df);
+    *f2 *= 2.0f;
+  }
 }
 
 namespace act_detail {

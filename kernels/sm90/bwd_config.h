@@ -16,8 +16,11 @@ enum BwdFlags : int {
   // Not an ablation but a specialisation the host adds when logit_scale == 1 (the common case):
   // the activation's argument is the accumulator itself, one multiply per score less.
   kBwdUnitLogitScale = 2,
-  kBwdDefaultFlags = kBwdDeferDq,
-  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale,
+  // GELU tanh forms in bf16: P^T = round(2 f), one multiply per score fewer, dV halved once in the
+  // epilogue (bit-identical gradients; the forward's kFwdHalfFold).
+  kBwdHalfFold = 4,
+  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold,
+  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold,
 };
 
 constexpr int kBwdConsumerWarpgroups = 2;

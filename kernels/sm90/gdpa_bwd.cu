@@ -372,18 +372,25 @@ __device__ __forceinline__ void act_f_df2(float x0, float x1, float* f0, float* 
 //
 // MIX > 0: fast_gelu's 8-column blocks chosen by act_mix_alu_block (act_mix.h) take f and f' from
 // gelu_poly on the FMA pipe instead of tanh.approx (pair i lies in block i / 2).
-template <int DTYPE, int ACT, bool UNIT_SCALE, int MIX>
+// TWICE (kBwdHalfFold): P^T holds round(2 f), one multiply per score fewer (act_twice_f_df); the
+// dV epilogue halves it back, exactly, as the forward does with O. dS is unchanged.
+template <int DTYPE, int ACT, bool UNIT_SCALE, int MIX, bool TWICE>
 __device__ __forceinline__ void scores_to_p_ds(const float (&s)[32], const float (&dp)[32], unsigned (&pk)[16],
                                                unsigned (&dsk)[16], float logit_scale) {
+  static_assert(!(TWICE && MIX > 0), "the doubled form is not mixed");
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     float f0, f1, d0, d1;
     const float x0 = UNIT_SCALE ? s[2 * i] : s[2 * i] * logit_scale;
     const float x1 = UNIT_SCALE ? s[2 * i + 1] : s[2 * i + 1] * logit_scale;
-    if (ACT == kFastGelu && MIX > 0 && act_mix_alu_block(i >> 1, MIX))
+    if constexpr (TWICE) {
+      act_twice_f_df<ACT>(x0, &f0, &d0);
+      act_twice_f_df<ACT>(x1, &f1, &d1);
+    } else if (ACT == kFastGelu && MIX > 0 && act_mix_alu_block(i >> 1, MIX)) {
       act_f_df2<kGeluPoly>(x0, x1, &f0, &f1, &d0, &d1);
-    else
+    } else {
       act_f_df2<ACT>(x0, x1, &f0, &f1, &d0, &d1);
+    }
     pk[i] = pack2<DTYPE>(f0, f1);
     dsk[i] = pack2<DTYPE>(d0 * dp[2 * i], d1 * dp[2 * i + 1]);
   }
@@ -554,6 +561,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr bool kDefer = (FLAGS & kBwdDeferDq) != 0;
   constexpr bool kUnitScale = (FLAGS & kBwdUnitLogitScale) != 0;  // the host checked logit_scale == 1
+  // P^T = round(2 f), dV halved in the epilogue (bf16 and the GELU tanh forms only: activations.cuh
+  // act_twice_f explains why that is exact, and why not in fp16).
+  constexpr bool kTwice =
+      (FLAGS & kBwdHalfFold) != 0 && act_has_twice_f<ACT> && DTYPE == kBF16 && act_mix_of(FLAGS) == 0;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
@@ -653,7 +664,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       // dP^T is V's only reader: after the tile's last one, the producer may load the next tile's
       // V while this tile's last dV / dK / dQ products and its epilogue still run.
       if (ls == ts.steps - 1) consumer_release(bars->v);
-      scores_to_p_ds<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS)>(s_acc, dp_acc, pk, dsk, p.logit_scale);
+      scores_to_p_ds<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS), kTwice>(s_acc, dp_acc, pk, dsk, p.logit_scale);
       {
         const int key0 = ts.n0 + 64 * cw, len_q = ts.len_q, len_k = ts.len_k;
         if (bwd_block_needs_mask<MASK>(key0, query0, len_q, len_k, p))
@@ -727,8 +738,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
     const int tid = int(threadIdx.x) - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
     const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
     bwd_wait_staging_idle<D>(bars, cw, step);
-    store_rows_staged<DTYPE, D>(dv, stage, D * 2, out_rows(p.dv, k_row, w.y), int(k_stride), rows_valid, p.out_scale,
-                                f, tid, bar);
+    store_rows_staged<DTYPE, D>(dv, stage, D * 2, out_rows(p.dv, k_row, w.y), int(k_stride), rows_valid,
+                                (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
     store_rows_staged<DTYPE, D>(dk, stage, D * 2, out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid,
                                 p.logit_scale * p.out_scale, f, tid, bar);
     ptx::named_barrier_sync(bar, 128);  // all reads of the staged dK done before a dQ job overwrites it

@@ -97,7 +97,8 @@ TEST_CASE("sm90 backward: variant names and support") {
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
   CHECK(src[0].file == "kernels/sm90/gdpa_bwd.cu");
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1>");  // default flags: kBwdDeferDq
+  // Default flags: kBwdDeferDq | kBwdHalfFold (the kernel ignores the fold for fp16 and non-GELU).
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5>");
   CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64>");
   opt.bwd_flags = 0;
@@ -105,7 +106,7 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.logit_scale = 1.0f;  // the unit-scale specialisation is added whatever the ablation flags
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));
