@@ -34,6 +34,22 @@ void run_cases(bool backward, const std::vector<std::string>& labels, const Sm90
   }
 }
 
+// A jagged batch for the halved-P form's bit-identity tests: both scales differ from 1, so the
+// epilogues' 0.5 * out_scale and the activation's logit_scale multiply are exercised too.
+ProblemDesc half_fold_problem(Activation act, uint64_t seed, int heads_q, int heads_kv) {
+  BatchShape shape;
+  shape.batch = 24;
+  shape.max_len_q = 600;
+  shape.sparsity = 0.5;
+  ProblemDesc p = make_problem(shape, seed);
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.activation = act;
+  p.logit_scale = 0.75f;
+  p.out_scale = 1.5f;
+  return p;
+}
+
 }  // namespace
 
 TEST_SUITE("gpu") {
@@ -92,16 +108,7 @@ TEST_SUITE("gpu") {
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
     for (Activation act : {kFastGelu, kGeluTanh}) {
-      BatchShape shape;
-      shape.batch = 24;
-      shape.max_len_q = 600;
-      shape.sparsity = 0.5;
-      ProblemDesc p = make_problem(shape, 93);
-      p.heads_q = 4;
-      p.heads_kv = 2;
-      p.activation = act;
-      p.logit_scale = 0.75f;
-      p.out_scale = 1.5f;
+      const ProblemDesc p = half_fold_problem(act, 93, 4, 2);  // GQA: dK, dV summed over the group
       const HostInputs in = make_inputs(p, 94, true);
       DeviceProblem dp(p, in, true);
       Stream s;
@@ -128,15 +135,7 @@ TEST_SUITE("gpu") {
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
     for (Activation act : {kFastGelu, kGeluTanh}) {
-      BatchShape shape;
-      shape.batch = 24;
-      shape.max_len_q = 600;
-      shape.sparsity = 0.5;
-      ProblemDesc p = make_problem(shape, 91);
-      p.heads_q = p.heads_kv = 2;
-      p.activation = act;
-      p.logit_scale = 0.75f;  // both scales, so the epilogue's 0.5 * out_scale is exercised
-      p.out_scale = 1.5f;
+      const ProblemDesc p = half_fold_problem(act, 91, 2, 2);
       const HostInputs in = make_inputs(p, 92, false);
       DeviceProblem dp(p, in, false);
       Stream s;
