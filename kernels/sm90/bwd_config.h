@@ -57,8 +57,17 @@ GDPA_HD int dq_slot_begin(int cu_seqlens_q_b, int b) { return (cu_seqlens_q_b + 
 // So the slot ranges are disjoint and all lie below the value for b = batch.
 GDPA_HD long long dq_num_slots(int total_q, int batch) { return dq_slot_begin(total_q, batch); }
 
+// Index of the (slot, head) block: its semaphore in the deterministic mode, and the first factor of
+// its accumulator offset.
+GDPA_HD long long dq_block_index(long long slot, int head, int heads_q) { return slot * heads_q + head; }
+
+// Float offset of column chunk `chunk` of block `block` (= dq_block_index) in the accumulator.
+GDPA_HD long long dq_chunk_offset(long long block, int chunk, int head_dim) {
+  return (block * (head_dim / kBwdDqCols) + chunk) * (long long)kBwdDqJobFloats;
+}
+
 GDPA_HD long long dq_block_offset(long long slot, int head, int heads_q, int chunk, int head_dim) {
-  return ((slot * heads_q + head) * (head_dim / kBwdDqCols) + chunk) * (long long)kBwdDqJobFloats;
+  return dq_chunk_offset(dq_block_index(slot, head, heads_q), chunk, head_dim);
 }
 
 // The m64nN wgmma accumulator layout (PTX ISA; kernels/sm90/fragments.cuh): warp w = tid / 32,

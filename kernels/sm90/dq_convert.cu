@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __g
   const long long row_stride = (long long)p.heads_q * D;  // elements
   unsigned short* out = static_cast<unsigned short*>(p.dq) + (long long)(q_begin + m0) * row_stride + head * D;
   const float* acc = p.dq_accum + dq_block_offset(slot, head, p.heads_q, 0, D);
-  const bool untouched = p.deterministic && p.semaphores[(long long)slot * p.heads_q + head] == 0;
+  const bool untouched = p.deterministic && p.semaphores[dq_block_index(slot, head, p.heads_q)] == 0;
 
 #pragma unroll 1
   for (int c = 0; c < D / kBwdDqCols; ++c) {

@@ -73,6 +73,12 @@ GDPA_DEVICE void row_key_intervals(const FragThread& f, int row0, int col0, cons
 // f of the packed pair i of a fragment row: pair i lies in 8-column block i / 2. With MIX > 0
 // (act_mix.h) fast_gelu's blocks chosen by act_mix_alu_block run gelu_poly on the FMA pipe instead
 // of tanh.approx; i is an unrolled loop index, so the choice costs nothing at run time.
+// Where the kernels may round 2 f instead of f (kFwdHalfFold, kBwdHalfFold): the GELU tanh forms,
+// in bf16 only (act_twice_f says why), and not in the MUFU / FMA mix, whose gelu_poly blocks have
+// no doubled form.
+template <int DTYPE, int ACT, int MIX>
+constexpr bool use_twice_f = act_has_twice_f<ACT> && DTYPE == kBF16 && MIX == 0;
+
 // TWICE (no MIX): 2 f instead of f (act_twice_f; the caller halves O).
 template <int ACT, int MIX, bool TWICE = false>
 GDPA_DEVICE void act_f2_mixed(int i, float x0, float x1, float* f0, float* f1) {

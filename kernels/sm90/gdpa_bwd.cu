@@ -561,10 +561,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr bool kDefer = (FLAGS & kBwdDeferDq) != 0;
   constexpr bool kUnitScale = (FLAGS & kBwdUnitLogitScale) != 0;  // the host checked logit_scale == 1
-  // P^T = round(2 f), dV halved in the epilogue (bf16 and the GELU tanh forms only: activations.cuh
-  // act_twice_f explains why that is exact, and why not in fp16).
-  constexpr bool kTwice =
-      (FLAGS & kBwdHalfFold) != 0 && act_has_twice_f<ACT> && DTYPE == kBF16 && act_mix_of(FLAGS) == 0;
+  // P^T = round(2 f), dV halved in the epilogue (activations.cuh act_twice_f: why that is exact).
+  constexpr bool kTwice = (FLAGS & kBwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, act_mix_of(FLAGS)>;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
@@ -612,9 +610,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
     // for the block layout and the semaphores; the deterministic protocol in bwd_dq_writer).
     auto job_header = [&](int job_ls, int chunk) {
       const BwdStep js = bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, job_ls);
-      const long long block = (long long)(ts.slot0 + js.m) * p.heads_q + js.head;
+      const long long block = dq_block_index(ts.slot0 + js.m, js.head, p.heads_q);
       DqJobHeader h;
-      h.dst = p.dq_accum + (block * (D / kBwdDqCols) + chunk) * kBwdDqJobFloats;
+      h.dst = p.dq_accum + dq_chunk_offset(block, chunk, D);
       h.sem = p.semaphores + block;
       h.expected = 0;
       h.pad = 0;

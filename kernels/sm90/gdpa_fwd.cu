@@ -239,8 +239,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, unsign
   constexpr bool kSoftmax = (FLAGS & kFwdSoftmax) != 0;
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
-  constexpr bool kTwice =
-      (FLAGS & kFwdHalfFold) != 0 && act_has_twice_f<ACT> && DTYPE == kBF16 && kMix == 0 && !kSoftmax;
+  constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
   const unsigned base_addr = ptx::smem_addr(smem);
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
