@@ -4,7 +4,9 @@
 //   1. memset of the fp32 dQ accumulator (deterministic mode: of the semaphores only, since the
 //      first contributor of each block stores instead of adding),
 //   2. gdpa_bwd: persistent grid over the KV tiles; writes dK, dV, bulk-adds into the accumulator,
-//   3. gdpa_bwd_dq_convert: accumulator * logit_scale * out_scale -> dQ in the io dtype.
+//   3. gdpa_bwd_dq_convert: accumulator * logit_scale * out_scale -> dQ in the io dtype (with
+//      kBwdDqFinish, the deterministic default, the kernel has written every block that has a
+//      contributor, and this pass only writes the zeros of blocks no key tile sees).
 // The accumulator uses the blocked per-query-tile layout of kernels/sm90/bwd_config.h.
 #include "sm90_bwd.h"
 
@@ -52,6 +54,8 @@ namespace {
 int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags : o.bwd_flags;
   if (p.logit_scale == 1.0f) f |= sm90::kBwdUnitLogitScale;
+  // Finishing a block in the kernel needs to know its last contributor: only the fixed order has one.
+  if (!o.deterministic) f &= ~sm90::kBwdDqFinish;
   return sm90_with_act_mix(f, o, p, true);
 }
 
@@ -67,10 +71,11 @@ KernelSource main_source(const ProblemDesc& p, int flags) {
   return s;
 }
 
-KernelSource convert_source(const ProblemDesc& p) {
+KernelSource convert_source(const ProblemDesc& p, int flags) {
   KernelSource s;
   s.file = "kernels/sm90/dq_convert.cu";
-  s.name_expression = "gdpa::sm90::gdpa_bwd_dq_convert<" + template_args(p) + ">";
+  s.name_expression = "gdpa::sm90::gdpa_bwd_dq_convert<" + template_args(p) + "," +
+                      ((flags & sm90::kBwdDqFinish) ? "true" : "false") + ">";
   return s;
 }
 
@@ -91,7 +96,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     desc_ = p;
     sms_ = dev.sm_count;
     main_ = load(main_source(p, flags));
-    convert_ = load(convert_source(p));
+    convert_ = load(convert_source(p, flags));
 
     std::vector<WorkTile> tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, sms_);
     if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
@@ -185,7 +190,8 @@ std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt) {
 }
 
 std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt) {
-  return {main_source(p, bwd_flags_of(opt, p)), convert_source(p)};
+  const int flags = bwd_flags_of(opt, p);
+  return {main_source(p, flags), convert_source(p, flags)};
 }
 
 }  // namespace gdpa

@@ -60,6 +60,17 @@ __device__ __forceinline__ void bulk_copy_s2g(void* gmem_dst, const void* smem_s
                : "memory");
 }
 
+// Plain copy of `bytes` bytes from global to shared memory by the TMA unit (16-byte aligned, size a
+// multiple of 16); completion is counted on `bar` as transaction bytes, like a tensor load.
+__device__ __forceinline__ void bulk_copy_g2s(void* smem_dst, const void* gmem_src, unsigned bytes,
+                                              unsigned long long* bar, unsigned long long policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_addr(smem_dst)),
+      "l"(gmem_src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Waits until at most N bulk groups are pending; the .read form only until their shared-memory

@@ -10,6 +10,8 @@
 // stayed at the memset's zeros; deterministic mode, nothing is zeroed (the first contributor
 // stores) and their semaphore, which counts contributions, is 0, so zeros are written without
 // reading the accumulator. Padding slots (at most one per sequence) write nothing.
+// FINISHED (kBwdDqFinish): the backward kernel already wrote every block with a contributor (its
+// last contributor finished it), so only the blocks whose semaphore is 0 are left: zeros.
 #include "../common/params.h"
 #include "bwd_config.h"
 #include "fragments.cuh"
@@ -22,11 +24,13 @@ constexpr int kConvertThreads = 128;
 // the row-order reads.
 constexpr int kConvertRowBytes = 144;
 
-template <int DTYPE, int D>
+template <int DTYPE, int D, bool FINISHED>
 __global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __grid_constant__ GdpaParams p) {
   static_assert(D % kBwdDqCols == 0, "head dim");
   __shared__ __align__(16) unsigned char tile[kBwdBlockM * kConvertRowBytes];
   const int slot = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
+  const bool untouched = p.deterministic && p.semaphores[dq_block_index(slot, head, p.heads_q)] == 0;
+  if (FINISHED && !untouched) return;  // decided before the search below: most CTAs end here
 
   // The sequence owning the slot: the last b whose first slot is <= slot (slot starts are
   // non-decreasing in b; sequences with Lq = 0 own no slot and are skipped by "last").
@@ -49,7 +53,6 @@ __global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __g
   const long long row_stride = (long long)p.heads_q * D;  // elements
   unsigned short* out = static_cast<unsigned short*>(p.dq) + (long long)(q_begin + m0) * row_stride + head * D;
   const float* acc = p.dq_accum + dq_block_offset(slot, head, p.heads_q, 0, D);
-  const bool untouched = p.deterministic && p.semaphores[dq_block_index(slot, head, p.heads_q)] == 0;
 
 #pragma unroll 1
   for (int c = 0; c < D / kBwdDqCols; ++c) {

@@ -17,16 +17,19 @@
 //     per step through a kBwdQStages ring.
 //   warpgroup 0, warp 1: the dQ writer. Bulk-reduces each finished dQ job from shared memory into
 //     the fp32 accumulator (and orders those reduces in the deterministic mode).
+//   warpgroup 0, warps 2 and 3: the dQ finishers (kBwdDqFinish, deterministic mode), one per
+//     consumer warpgroup. A job whose block has no later contributor is not added: the writer has
+//     the TMA unit load the block's partial sum next to it, and the finisher adds, scales, rounds
+//     and stores those dQ rows (dq_finish.cuh). Without kBwdDqFinish they leave at once.
 //   warpgroups 1 and 2: consumers, 64 keys each. dK and dV (64 x D fp32 each) live in registers
 //     for the whole work tile; GQA sums the group's heads there, no atomics.
-// Warps 2 and 3 of warpgroup 0 have no work and leave at once.
 //
 // Launch (host/sm90_bwd.cpp): grid = persistent_grid(tiles, SMs), CTA c runs tiles c, c + grid, ...
 // (host/scheduler.h); 384 threads; dynamic shared memory bwd_smem_request(D) (bwd_config.h, with
 // 1024 bytes of alignment slack). Tensor maps: Q and dO with 64-row boxes, K and V with 128-row
 // boxes, 64 columns, 128B swizzle (host/tensor_map.h). Before it: the dQ accumulator zeroed (in the
 // deterministic mode the semaphores instead: there the first contributor stores); after it:
-// dq_convert.cu. The fp32 dQ accumulator is not a tensor-map target: each dQ job is one
+// dq_convert.cu (with kBwdDqFinish: only the zeros of blocks no key tile sees). The fp32 dQ accumulator is not a tensor-map target: each dQ job is one
 // contiguous 16 KB block (bwd_config.h), added with a 1-D bulk reduce, so the kernel takes no dQ
 // tensor map.
 //
@@ -54,6 +57,7 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
+#include "dq_finish.cuh"
 #include "fragments.cuh"
 #include "pipeline.cuh"
 
@@ -133,14 +137,23 @@ __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& 
   return bwd_step(t.m_begin, t.m_end, t.kv_head, p.group, ls);
 }
 
-// What the writer needs to know about the dQ job in staging buffer cw: written by thread 0 of
-// consumer warpgroup cw before its DqFull arrival, read by the writer after its dq_full wait.
+// What the writer (and the finisher) need to know about the dQ job in staging buffer cw: written
+// by thread 0 of consumer warpgroup cw before its dq_full arrival, read by the writer after its
+// dq_full wait and by finisher cw after its dq_finish wait.
 struct DqJobHeader {
-  float* dst;    // the job's 4096-float block of the accumulator
-  int* sem;      // deterministic mode: the (slot, head) semaphore
-  int expected;  // ... and the count to wait for (KV tiles of the group ahead of ours)
-  int pad;
+  float* dst;     // the job's 4096-float block of the accumulator
+  int* sem;       // deterministic mode: the (slot, head) semaphore
+  int expected;   // deterministic mode: the count to wait for (KV tiles of the group ahead of ours)
+  int flags;      // kDqJobLast, kDqJobPartial
+  int rows;       // kDqJobLast: rows of the job inside the sequence
+  unsigned out;   // kDqJobLast: dQ element (first row, first column) of the job, in 16-byte units
+                  // from p.dq (a 32-bit index leaves the finisher's few registers one more)
+  long long pad;
 };
+// kBwdDqFinish: no later KV tile contributes to the job's block, so it is finished, not added ...
+constexpr int kDqJobLast = 1;
+// ... and earlier ones did: their partial sum is loaded from the accumulator first.
+constexpr int kDqJobPartial = 2;
 
 // The Q / dO ring and the resident K / V, all on mbarriers (pipeline.cuh's protocol): full =
 // 1 producer arrival + TMA bytes, empty = one arrival per consumer warp (8). The dS exchange
@@ -156,6 +169,11 @@ struct BwdBarriers {
   // compute-sanitizer's racecheck sees mbarrier ordering for the plain header stores and loads.
   unsigned long long dq_full[kBwdConsumerWarpgroups];
   unsigned long long dq_empty[kBwdConsumerWarpgroups];
+  // kBwdDqFinish: the writer hands every job of consumer cw on to finisher cw once the earlier
+  // contributors' adds (last job) or its own (other jobs) have landed, and the finisher, not the
+  // writer, then arrives on dq_empty[cw]. dq_partial[cw]: the finisher's load of a partial sum.
+  unsigned long long dq_finish[kBwdConsumerWarpgroups];
+  unsigned long long dq_partial[kBwdConsumerWarpgroups];
   DqJobHeader dq_job[kBwdConsumerWarpgroups];
 };
 
@@ -172,7 +190,7 @@ __device__ __forceinline__ int dq_job_index(int step) {
 // in uniform registers: at D = 128 a consumer thread's 240 vector registers hold 208 of wgmma
 // fragments, and eight more vector registers of scalars made ptxas spill.
 struct BwdTileScalars {
-  int n0, len_q, len_k, m_begin, m_end, kv_head, steps, slot0;
+  int n0, len_q, len_k, m_begin, m_end, kv_head, steps, slot0, q_seq_row;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -258,7 +276,10 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
 // The warp runs with the producer warpgroup's 24 registers, so it decodes nothing per job: it
 // only counts steps (bwd_tile's step count, the same as the consumers') to know how many jobs come
 // and from which staging buffer, and takes addresses and semaphores from the job headers.
-template <int D, int MASK>
+// FINISH (kBwdDqFinish; the host sets it in the deterministic mode only): a job flagged last is
+// not added (its finisher converts it), and every job goes on to the finisher (bwd_dq_finisher),
+// which gives the staging buffer back: the writer arrives on dq_finish instead of dq_empty.
+template <int D, int MASK, bool FINISH>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char* smem) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
@@ -283,18 +304,22 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
           const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
           // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
           // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
-          // their semaphore (0) in dq_convert.cu.
-          if (p.deterministic && h.expected == 0)
-            ptx::bulk_copy_s2g(h.dst, staged, kBwdDqJobBytes);
-          else
-            ptx::bulk_reduce_add_f32(h.dst, staged, kBwdDqJobBytes);
-          ptx::bulk_commit_group();
+          // their semaphore (0) in dq_convert.cu. A last job (FINISH) is neither.
+          if (!FINISH || !(h.flags & kDqJobLast)) {
+            if (p.deterministic && h.expected == 0)
+              ptx::bulk_copy_s2g(h.dst, staged, kBwdDqJobBytes);
+            else
+              ptx::bulk_reduce_add_f32(h.dst, staged, kBwdDqJobBytes);
+            ptx::bulk_commit_group();
+          }
         }
         __syncwarp();  // bar.sync is .aligned: the whole warp reaches the next one together
       }
       if (leader) {
         if (p.deterministic) {
-          ptx::bulk_wait_group<0>();  // the adds have landed in global memory, not just left smem
+          // The adds have landed in global memory, not just left shared memory (a last step has
+          // none; its count still rises, so dq_convert knows the block was written).
+          ptx::bulk_wait_group<0>();
           semaphore_release(sem);
         } else {
           ptx::bulk_wait_group_read<0>();  // staging may be overwritten
@@ -303,10 +328,58 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
       __syncwarp();
       if (leader)
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
+        for (int c = 0; c < kChunks; ++c)
+          ptx::mbarrier_arrive(FINISH ? &bars->dq_finish[(step + c) & 1] : &bars->dq_empty[(step + c) & 1]);
     }
   }
   if (leader) ptx::bulk_wait_group<0>();
+}
+
+// dQ finisher W (warp 2 + W): takes every job of consumer warpgroup W from the writer in order;
+// for a job flagged last it loads the block's partial sum (kDqJobPartial: the earlier
+// contributors' adds have landed, the writer waited for them) and finishes the block
+// (dq_finish.cuh); then it gives the staging buffer back. It runs with the producer warpgroup's
+// 24 registers, which decides its shape: it counts its jobs once up front (the consumers' step
+// count; at D = 64 consumer W has the steps of parity W) so that the job loop keeps one counter
+// and one word of barrier phases, and W is a template argument so that every shared address is
+// the base plus a constant. Its dq_finish phases cannot run two ahead: the writer's next arrival
+// for W needs the consumer's next job, which needs this warp's dq_empty arrival.
+template <int DTYPE, int D, int MASK, int W>
+__device__ __forceinline__ void bwd_dq_finisher(const GdpaParams& p, unsigned char* smem) {
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
+  int steps = 0;
+#pragma unroll 1
+  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) steps += bwd_tile<MASK>(p, it).steps;
+  int left = D / kBwdDqCols == 2 ? steps : (steps + 1 - W) / 2;
+  const unsigned staged = ptx::smem_addr(smem) + plan.dq_off + W * kBwdDqJobBytes;
+  unsigned phases = 0;  // bit 0: dq_finish, bit 1: dq_partial
+#pragma unroll 1
+  for (; left > 0; --left) {
+    ptx::mbarrier_wait(&bars->dq_finish[W], phases & 1u);
+    phases ^= 1u;
+    const DqJobHeader& h = bars->dq_job[W];
+    const int flags = h.flags;
+    if (flags & kDqJobLast) {
+      if (flags & kDqJobPartial) {
+        if (ptx::lane_id() == 0) {
+          // The writer's semaphore_wait acquired the other CTAs' adds; our load is an async-proxy
+          // read of them, issued by this thread.
+          ptx::fence_proxy_async_global();
+          ptx::mbarrier_arrive_expect_tx(&bars->dq_partial[W], kBwdDqJobBytes);
+          ptx::bulk_copy_g2s(smem + plan.partial_off + W * kBwdDqJobBytes, h.dst, kBwdDqJobBytes,
+                             &bars->dq_partial[W], ptx::kEvictFirst);
+        }
+        ptx::mbarrier_wait(&bars->dq_partial[W], (phases >> 1) & 1u);
+        phases ^= 2u;
+      }
+      finish_dq_block<DTYPE, plan.partial_off - plan.dq_off>(
+          staged, (flags & kDqJobPartial) != 0, static_cast<unsigned short*>(p.dq) + 8ll * h.out, p.heads_q * D,
+          h.rows, p.logit_scale * p.out_scale);
+    }
+    __syncwarp();
+    if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->dq_empty[W]);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -563,6 +636,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
   constexpr bool kUnitScale = (FLAGS & kBwdUnitLogitScale) != 0;  // the host checked logit_scale == 1
   // P^T = round(2 f), dV halved in the epilogue (activations.cuh act_twice_f: why that is exact).
   constexpr bool kTwice = (FLAGS & kBwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, act_mix_of(FLAGS)>;
+  constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
@@ -598,6 +672,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ts.kv_head = uniform(t.kv_head);
       ts.steps = uniform(t.steps);
       ts.slot0 = uniform(dq_slot_begin(t.q_seq_row, t.batch));  // dQ slot of query tile 0
+      ts.q_seq_row = uniform(t.q_seq_row);
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
@@ -614,17 +689,25 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       DqJobHeader h;
       h.dst = p.dq_accum + dq_chunk_offset(block, chunk, D);
       h.sem = p.semaphores + block;
+      h.out = 0;
       h.expected = 0;
+      h.flags = 0;
+      h.rows = 0;
       h.pad = 0;
       if (p.deterministic) {
-        // KV tiles [first / BlockN, ...) see query tile m (mask_key_range is exact for a rectangle:
-        // the same relation bwd_tile uses the other way round), so n - first / BlockN tiles of the
-        // group add before ours, in increasing KV order.
+        // KV tiles [first / BlockN, (last - 1) / BlockN] see query tile m (mask_key_range is exact
+        // for a rectangle: the same relation bwd_tile uses the other way round), so n - first /
+        // BlockN tiles of the group add before ours, in increasing KV order.
         int first, last;
         const int r0 = js.m * kBwdBlockM, len_q = ts.len_q;
         mask_key_range(MASK, r0, min(r0 + kBwdBlockM, len_q), len_q, ts.len_k, p.window_left, p.window_right, &first,
                        &last);
         h.expected = ts.n0 / kBwdBlockN - first / kBwdBlockN;
+        if (kFinish && ts.n0 / kBwdBlockN == (last - 1) / kBwdBlockN) {  // nobody adds after us
+          h.flags = kDqJobLast | (h.expected > 0 ? kDqJobPartial : 0);
+          h.out = unsigned((((long long)(ts.q_seq_row + r0) * p.heads_q + js.head) * D + chunk * kBwdDqCols) / 8);
+          h.rows = min(kBwdBlockM, len_q - r0);
+        }
       }
       return h;
     };
@@ -763,7 +846,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
                     plan.do_off % 1024 == 0 && plan.ds_off % 1024 == 0 && plan.q_bytes % 1024 == 0 &&
                     plan.ds_bytes % 1024 == 0,
                 "128B-swizzled tiles must start on 1024-byte boundaries");
-  static_assert(plan.dq_off % 16 == 0 && kBwdDqJobBytes % 16 == 0, "bulk copies need 16-byte alignment");
+  static_assert(plan.dq_off % 16 == 0 && plan.partial_off % 16 == 0 && kBwdDqJobBytes % 16 == 0,
+                "bulk copies need 16-byte alignment");
   static_assert(plan.bar_off % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(sizeof(BwdBarriers) <= size_t(plan.total - plan.bar_off), "barrier block fits the plan");
 
@@ -786,8 +870,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(&bars->ds_empty[s], kBwdConsumerWarps);
     }
     for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
-      ptx::mbarrier_init(&bars->dq_full[c], 4);  // lane 0 of each of the consumer's warps
-      ptx::mbarrier_init(&bars->dq_empty[c], 1);  // the writer's leader lane
+      ptx::mbarrier_init(&bars->dq_full[c], 4);   // lane 0 of each of the consumer's warps
+      ptx::mbarrier_init(&bars->dq_empty[c], 1);  // the writer's (kBwdDqFinish: the finisher's) lane 0
+      ptx::mbarrier_init(&bars->dq_finish[c], 1);   // the writer's leader lane
+      ptx::mbarrier_init(&bars->dq_partial[c], 1);  // the finisher's lane 0 + the TMA bytes
     }
     ptx::fence_mbarrier_init();
   }
@@ -806,7 +892,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         bwd_producer<D, MASK>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
       }
     } else if (warp == 1) {
-      bwd_dq_writer<D, MASK>(p, smem);
+      bwd_dq_writer<D, MASK, (FLAGS & kBwdDqFinish) != 0>(p, smem);
+    } else if constexpr ((FLAGS & kBwdDqFinish) != 0) {
+      if (warp == 2)
+        bwd_dq_finisher<DTYPE, D, MASK, 0>(p, smem);
+      else
+        bwd_dq_finisher<DTYPE, D, MASK, 1>(p, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

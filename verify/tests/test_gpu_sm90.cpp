@@ -129,6 +129,42 @@ TEST_SUITE("gpu") {
       CHECK(dq[0] == dq[1]);
     }
   }
+  TEST_CASE("sm90 backward: finishing dQ blocks in the kernel gives the bits of dq_convert") {
+    // kBwdDqFinish adds partial + own part, scales and rounds exactly as the accumulator's bulk add
+    // and dq_convert do, so dQ must not change by a single bit. Causal with Lk < Lq leaves query
+    // tiles no key sees (zeros from the small pass), and GQA gives blocks several heads' parts.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (MaskKind mask : {kMaskNone, kMaskCausal}) {
+      for (int d : {64, 128}) {
+        ProblemDesc p = half_fold_problem(kFastGelu, 95, 4, 2);
+        p.mask = mask;
+        p.head_dim = d;
+        if (mask == kMaskCausal)  // keys = a third of the queries: the first two thirds see none
+          for (int b = 0; b < p.batch(); ++b) p.cu_seqlens_k[b + 1] = p.cu_seqlens_k[b] + p.len_q(b) / 3;
+        const HostInputs in = make_inputs(p, 96, true);
+        DeviceProblem dp(p, in, true);
+        Stream s;
+        std::vector<uint16_t> dq[2], dk[2], dv[2];
+        for (int variant = 0; variant < 2; ++variant) {
+          Sm90Options opt;
+          if (variant == 1) opt.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+          auto k = make_sm90_kernel(opt);
+          k->prepare(p, ctx.info(), true);
+          dp.poison_outputs(s.get());
+          k->backward(dp.view(), s.get());
+          s.synchronize();
+          dp.download_grads(dq[variant], dk[variant], dv[variant]);
+        }
+        CAPTURE(d);
+        CAPTURE(int(mask));
+        CHECK(dq[0].size() == size_t(p.total_q()) * p.heads_q * p.head_dim);
+        CHECK(dq[0] == dq[1]);
+        CHECK(dk[0] == dk[1]);
+        CHECK(dv[0] == dv[1]);
+      }
+    }
+  }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {
     // kFwdHalfFold rounds 2 f instead of f and halves O once (activations.cuh act_twice_f): exact
     // in bf16 by construction, so any difference at all is a bug, not rounding.
