@@ -37,16 +37,4 @@ __device__ __forceinline__ uint4 ld_shared_u128(unsigned addr) {
   return v;
 }
 
-__device__ __forceinline__ float2 ld_shared_f32x2(unsigned addr) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
-  return v;
-}
-
-// 16-byte global store through a generic pointer known to be global (st.global, not the generic
-// st that would have to check the address window).
-__device__ __forceinline__ void st_global_v4(void* p, unsigned a, unsigned b, unsigned c, unsigned d) {
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-
 }  // namespace gdpa::ptx

@@ -83,34 +83,6 @@ GDPA_HD int dq_frag_row(int tid, int r) { return 16 * (tid >> 5) + ((tid & 31) >
 GDPA_HD int dq_frag_col(int tid, int r) { return 8 * (r >> 2) + 2 * (tid & 3) + (r & 1); }
 GDPA_HD int dq_frag_index(int tid, int r) { return (r >> 2) * 512 + tid * 4 + (r & 3); }
 
-// ---- finishing a dQ block inside the backward (kBwdDqFinish) ---------------------------------
-// A finisher warp turns a staged job (fragment order, above) into 64 rows x 64 io-dtype columns in
-// 16 rounds. In round r lane l reads the float4s [k][tid] and [k + 1][tid] of consumer thread
-// tid = dq_finish_tid(r, l), k = dq_finish_k(r): consecutive lanes, consecutive 16 bytes, so no
-// bank conflicts. Rounded to 16 bits they are piece t = l % 4 (columns 2t, 2t + 1) of four 8-column
-// "units" of the quad's two rows R and R + 8: unit 2e + h = (row R + 8 h, column group k + e). Two
-// exchanges with lane ^ 1 and lane ^ 2 (dq_finish_exchange_slot) leave lane l holding the four
-// pieces of unit l % 4, i.e. 16 contiguous bytes of one dQ row, stored whole: per warp store, 16
-// rows x 32 bytes, whole sectors (a 4-byte store per piece would touch 32 half-used sectors).
-// Every position splits into a part of the round (warp-uniform: the kernel keeps it in uniform
-// registers) plus a part of the lane (computed once per job).
-GDPA_HD int dq_finish_tid(int round, int lane) { return 32 * (round >> 2) + lane; }
-GDPA_HD int dq_finish_k(int round) { return 2 * (round & 3); }
-GDPA_HD int dq_finish_round_row(int round) { return 16 * (round >> 2); }
-GDPA_HD int dq_finish_lane_row(int lane) { return (lane >> 2) + 8 * (lane & 1); }
-GDPA_HD int dq_finish_round_col(int round) { return 8 * dq_finish_k(round); }
-GDPA_HD int dq_finish_lane_col(int lane) { return 8 * ((lane & 3) >> 1); }
-// Row and first column of the unit lane `lane` stores in round `round`.
-GDPA_HD int dq_finish_row(int round, int lane) { return dq_finish_round_row(round) + dq_finish_lane_row(lane); }
-GDPA_HD int dq_finish_col(int round, int lane) { return dq_finish_round_col(round) + dq_finish_lane_col(lane); }
-// Exchange with lane ^ mask (mask 1, then 2), pair e (0, 1) of the slots that differ only in bit
-// `mask`: the slot this lane sends and overwrites with what it receives. A lane keeps the slot
-// whose bit `mask` equals its own lane bit: the usual recursive 4 x 4 transpose.
-GDPA_HD int dq_finish_exchange_slot(int lane, int mask, int e) {
-  const int lo = mask == 1 ? 2 * e : e;  // the pair's slot with bit `mask` clear
-  return (lane & mask) ? lo : lo + mask;
-}
-
 // ---- masking of a transposed (keys x queries) fragment ----------------------------------------
 // The queries i that key j may pair with form one interval [*lo, *lo + *count): exactly the i with
 // mask_allowed(mask, i, j, Lq, Lk, left, right) (kernels/common/masks.cuh; d0 = Lk - Lq):
@@ -142,7 +114,7 @@ GDPA_HD void bwd_query_interval(int mask_kind, int key, int len_q, int len_k, in
 //   dQ staging  one 16 KB job buffer per consumer warpgroup (read by the bulk reduce; at the end of
 //               a work tile it also stages the warpgroup's dV and dK rows for coalesced stores)
 //   dQ partial  one 16 KB buffer per consumer warpgroup: the accumulator's partial sum of a block
-//               this CTA finishes (kBwdDqFinish). At D = 128 this uses up the 227 KB.
+//               the warpgroup finishes (kBwdDqFinish). At D = 128 this uses up the 227 KB.
 struct BwdSmemPlan {
   int kv_bytes, q_bytes, ds_bytes;
   int k_off, v_off, q_off, do_off, ds_off, dq_off, partial_off, bar_off, total;
@@ -162,10 +134,10 @@ GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
   s.partial_off = s.dq_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
   s.bar_off = s.partial_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
   // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; per consumer
-  // warpgroup a dQ full/empty pair and the finisher's two barriers; then one 40-byte dQ job header per
-  // consumer warpgroup (gdpa_bwd.cu, DqJobHeader).
-  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 4 * kBwdConsumerWarpgroups) +
-            40 * kBwdConsumerWarpgroups;
+  // warpgroup a dQ full/empty pair, two announcement barriers and a partial-sum barrier; then two
+  // 40-byte dQ job headers per consumer warpgroup (gdpa_bwd.cu, DqJobHeader).
+  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 5 * kBwdConsumerWarpgroups) +
+            2 * 40 * kBwdConsumerWarpgroups;
   return s;
 }
 

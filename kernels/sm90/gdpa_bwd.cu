@@ -17,12 +17,13 @@
 //     per step through a kBwdQStages ring.
 //   warpgroup 0, warp 1: the dQ writer. Bulk-reduces each finished dQ job from shared memory into
 //     the fp32 accumulator (and orders those reduces in the deterministic mode).
-//   warpgroup 0, warps 2 and 3: the dQ finishers (kBwdDqFinish, deterministic mode), one per
-//     consumer warpgroup. A job whose block has no later contributor is not added: the writer has
-//     the TMA unit load the block's partial sum next to it, and the finisher adds, scales, rounds
-//     and stores those dQ rows (dq_finish.cuh). Without kBwdDqFinish they leave at once.
 //   warpgroups 1 and 2: consumers, 64 keys each. dK and dV (64 x D fp32 each) live in registers
-//     for the whole work tile; GQA sums the group's heads there, no atomics.
+//     for the whole work tile; GQA sums the group's heads there, no atomics. With kBwdDqFinish
+//     (deterministic mode) a consumer also finishes the dQ blocks it contributes to last: it
+//     announces each job a step ahead, the writer has the TMA unit load the block's partial sum
+//     into shared memory meanwhile, and the consumer adds it to its own part in registers, scales,
+//     rounds and stores the io-dtype rows (bwd_dq_announce, bwd_dq_finish).
+// Warps 2 and 3 of warpgroup 0 have no work and leave at once.
 //
 // Launch (host/sm90_bwd.cpp): grid = persistent_grid(tiles, SMs), CTA c runs tiles c, c + grid, ...
 // (host/scheduler.h); 384 threads; dynamic shared memory bwd_smem_request(D) (bwd_config.h, with
@@ -57,7 +58,6 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
-#include "dq_finish.cuh"
 #include "fragments.cuh"
 #include "pipeline.cuh"
 
@@ -137,18 +137,18 @@ __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& 
   return bwd_step(t.m_begin, t.m_end, t.kv_head, p.group, ls);
 }
 
-// What the writer (and the finisher) need to know about the dQ job in staging buffer cw: written
-// by thread 0 of consumer warpgroup cw before its dq_full arrival, read by the writer after its
-// dq_full wait and by finisher cw after its dq_finish wait.
+// What the writer needs to know about consumer cw's k-th dQ job, in slot dq_job[cw][k & 1]: written
+// by thread 0 of the consumer before its dq_full arrival (kBwdDqFinish: before its dq_announce
+// arrival, a step earlier), read by the writer after the matching wait. Two slots, because with
+// kBwdDqFinish the next job is announced while the writer may still be adding this one.
 struct DqJobHeader {
-  float* dst;     // the job's 4096-float block of the accumulator
-  int* sem;       // deterministic mode: the (slot, head) semaphore
-  int expected;   // deterministic mode: the count to wait for (KV tiles of the group ahead of ours)
-  int flags;      // kDqJobLast, kDqJobPartial
-  int rows;       // kDqJobLast: rows of the job inside the sequence
-  unsigned out;   // kDqJobLast: dQ element (first row, first column) of the job, in 16-byte units
-                  // from p.dq (a 32-bit index leaves the finisher's few registers one more)
-  long long pad;
+  float* dst;           // the job's 4096-float block of the accumulator
+  int* sem;             // deterministic mode: the (slot, head) semaphore
+  unsigned short* out;  // kDqJobLast: dQ element (first row, first column) of the job
+  int expected;         // deterministic mode: the count to wait for (KV tiles of the group ahead of ours)
+  int flags;            // kDqJobLast, kDqJobPartial
+  int rows;             // kDqJobLast: rows of the job inside the sequence
+  int pad;
 };
 // kBwdDqFinish: no later KV tile contributes to the job's block, so it is finished, not added ...
 constexpr int kDqJobLast = 1;
@@ -169,12 +169,12 @@ struct BwdBarriers {
   // compute-sanitizer's racecheck sees mbarrier ordering for the plain header stores and loads.
   unsigned long long dq_full[kBwdConsumerWarpgroups];
   unsigned long long dq_empty[kBwdConsumerWarpgroups];
-  // kBwdDqFinish: the writer hands every job of consumer cw on to finisher cw once the earlier
-  // contributors' adds (last job) or its own (other jobs) have landed, and the finisher, not the
-  // writer, then arrives on dq_empty[cw]. dq_partial[cw]: the finisher's load of a partial sum.
-  unsigned long long dq_finish[kBwdConsumerWarpgroups];
+  // kBwdDqFinish: consumer cw's k-th job is announced on dq_announce[cw][k & 1] (its header is
+  // ready, its product not yet), and the writer answers on dq_partial[cw] once per job, with the
+  // partial sum's bytes for a last job that has one (the TMA load into partial buffer cw).
+  unsigned long long dq_announce[kBwdConsumerWarpgroups][2];
   unsigned long long dq_partial[kBwdConsumerWarpgroups];
-  DqJobHeader dq_job[kBwdConsumerWarpgroups];
+  DqJobHeader dq_job[kBwdConsumerWarpgroups][2];
 };
 
 // Index of a consumer's dQ job among its own jobs, from the step it belongs to: at D = 128 every
@@ -276,9 +276,11 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
 // The warp runs with the producer warpgroup's 24 registers, so it decodes nothing per job: it
 // only counts steps (bwd_tile's step count, the same as the consumers') to know how many jobs come
 // and from which staging buffer, and takes addresses and semaphores from the job headers.
-// FINISH (kBwdDqFinish; the host sets it in the deterministic mode only): a job flagged last is
-// not added (its finisher converts it), and every job goes on to the finisher (bwd_dq_finisher),
-// which gives the staging buffer back: the writer arrives on dq_finish instead of dq_empty.
+// FINISH (kBwdDqFinish; the host sets it in the deterministic mode only): each step's jobs are
+// first taken from their announcements, a step before the consumers stage them: the semaphore
+// wait happens there, and a last job's partial sum is loaded for its consumer (dq_partial is
+// answered for every job, so both sides count phases by job). Then the staged jobs are added as
+// usual, except the last ones, which their consumers have finished and stored themselves.
 template <int D, int MASK, bool FINISH>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char* smem) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
@@ -291,20 +293,42 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
     const int steps = bwd_tile<MASK>(p, it).steps;
 #pragma unroll 1
     for (int ls = 0; ls < steps; ++ls, ++step) {
+      const unsigned k = unsigned(dq_job_index<D>(step));  // each owner's job index this step
       int* sem = nullptr;
+      if constexpr (FINISH) {
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const int owner = (step + c) & 1;
+          ptx::mbarrier_wait(&bars->dq_announce[owner][k & 1], (k >> 1) & 1u);
+          if (leader) {
+            const DqJobHeader& h = bars->dq_job[owner][k & 1];
+            if (c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
+            sem = h.sem;
+            unsigned long long* bar = &bars->dq_partial[owner];
+            if (h.flags & kDqJobPartial) {  // the earlier contributors' adds have landed (semaphore)
+              ptx::mbarrier_arrive_expect_tx(bar, kBwdDqJobBytes);
+              ptx::bulk_copy_g2s(smem + plan.partial_off + owner * kBwdDqJobBytes, h.dst, kBwdDqJobBytes, bar,
+                                 ptx::kEvictFirst);
+            } else {
+              ptx::mbarrier_arrive(bar);
+            }
+          }
+          __syncwarp();
+        }
+      }
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
-        ptx::mbarrier_wait(&bars->dq_full[owner], unsigned(dq_job_index<D>(step)) & 1u);  // staging(owner) holds the job
+        ptx::mbarrier_wait(&bars->dq_full[owner], k & 1);  // staging(owner) holds the job
         if (leader) {
-          const DqJobHeader h = bars->dq_job[owner];
+          const DqJobHeader& h = bars->dq_job[owner][k & 1];
           // Both chunks of a step belong to the same (slot, head): one wait, one release.
-          if (c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
+          if (!FINISH && c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
           sem = h.sem;
           const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
           // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
           // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
-          // their semaphore (0) in dq_convert.cu. A last job (FINISH) is neither.
+          // their semaphore (0) in dq_convert.cu. A last job (FINISH) is already stored.
           if (!FINISH || !(h.flags & kDqJobLast)) {
             if (p.deterministic && h.expected == 0)
               ptx::bulk_copy_s2g(h.dst, staged, kBwdDqJobBytes);
@@ -317,8 +341,8 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
       }
       if (leader) {
         if (p.deterministic) {
-          // The adds have landed in global memory, not just left shared memory (a last step has
-          // none; its count still rises, so dq_convert knows the block was written).
+          // The adds have landed in global memory, not just left shared memory (a finished step
+          // has none; its count still rises, so dq_convert knows the block was written).
           ptx::bulk_wait_group<0>();
           semaphore_release(sem);
         } else {
@@ -328,58 +352,10 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
       __syncwarp();
       if (leader)
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c)
-          ptx::mbarrier_arrive(FINISH ? &bars->dq_finish[(step + c) & 1] : &bars->dq_empty[(step + c) & 1]);
+        for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
     }
   }
   if (leader) ptx::bulk_wait_group<0>();
-}
-
-// dQ finisher W (warp 2 + W): takes every job of consumer warpgroup W from the writer in order;
-// for a job flagged last it loads the block's partial sum (kDqJobPartial: the earlier
-// contributors' adds have landed, the writer waited for them) and finishes the block
-// (dq_finish.cuh); then it gives the staging buffer back. It runs with the producer warpgroup's
-// 24 registers, which decides its shape: it counts its jobs once up front (the consumers' step
-// count; at D = 64 consumer W has the steps of parity W) so that the job loop keeps one counter
-// and one word of barrier phases, and W is a template argument so that every shared address is
-// the base plus a constant. Its dq_finish phases cannot run two ahead: the writer's next arrival
-// for W needs the consumer's next job, which needs this warp's dq_empty arrival.
-template <int DTYPE, int D, int MASK, int W>
-__device__ __forceinline__ void bwd_dq_finisher(const GdpaParams& p, unsigned char* smem) {
-  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
-  auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
-  int steps = 0;
-#pragma unroll 1
-  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) steps += bwd_tile<MASK>(p, it).steps;
-  int left = D / kBwdDqCols == 2 ? steps : (steps + 1 - W) / 2;
-  const unsigned staged = ptx::smem_addr(smem) + plan.dq_off + W * kBwdDqJobBytes;
-  unsigned phases = 0;  // bit 0: dq_finish, bit 1: dq_partial
-#pragma unroll 1
-  for (; left > 0; --left) {
-    ptx::mbarrier_wait(&bars->dq_finish[W], phases & 1u);
-    phases ^= 1u;
-    const DqJobHeader& h = bars->dq_job[W];
-    const int flags = h.flags;
-    if (flags & kDqJobLast) {
-      if (flags & kDqJobPartial) {
-        if (ptx::lane_id() == 0) {
-          // The writer's semaphore_wait acquired the other CTAs' adds; our load is an async-proxy
-          // read of them, issued by this thread.
-          ptx::fence_proxy_async_global();
-          ptx::mbarrier_arrive_expect_tx(&bars->dq_partial[W], kBwdDqJobBytes);
-          ptx::bulk_copy_g2s(smem + plan.partial_off + W * kBwdDqJobBytes, h.dst, kBwdDqJobBytes,
-                             &bars->dq_partial[W], ptx::kEvictFirst);
-        }
-        ptx::mbarrier_wait(&bars->dq_partial[W], (phases >> 1) & 1u);
-        phases ^= 2u;
-      }
-      finish_dq_block<DTYPE, plan.partial_off - plan.dq_off>(
-          staged, (flags & kDqJobPartial) != 0, static_cast<unsigned short*>(p.dq) + 8ll * h.out, p.heads_q * D,
-          h.rows, p.logit_scale * p.out_scale);
-    }
-    __syncwarp();
-    if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->dq_empty[W]);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -565,28 +541,80 @@ __device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, BwdB
   ptx::wgmma_commit();
 }
 
+// kBwdDqFinish: publishes the header of consumer cw's dQ job of step j (its slot in the ring of
+// two) a step before the job is staged, so that the writer can wait for the earlier contributors
+// and load a last job's partial sum while the job is still being computed. The ring slot was
+// freed by the writer's dq_empty arrival for job k - 2, which this warpgroup waited for before
+// staging job k - 1, so no announcement can run a phase ahead of the writer.
+template <int D, class HeaderFn>
+__device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars, HeaderFn header) {
+  const int tid = int(threadIdx.x) - 128 * (cw + 1);
+  if (tid == 0) {
+    const unsigned k = unsigned(dq_job_index<D>(j));
+    bars->dq_job[cw][k & 1] = header();
+    ptx::mbarrier_arrive(&bars->dq_announce[cw][k & 1]);  // release: the header before the arrival
+  }
+}
+
 // After the dQ job's wgmma completed (or at once, for a warpgroup without a job): give the dS
 // buffer back, then hand the accumulator to the writer through this warpgroup's staging buffer.
 //   dq_empty phases: the writer arrives once after each of our jobs; we wait before every job but
 //   the first (bwd_first_job) and once at exit (bwd_consumer), the k-th wait on parity k & 1 of
 //   our job index (dq_job_index). A phase cannot be skipped: our k-th dq_full arrival needs the
 //   writer's (k-1)-th dq_empty arrival first and vice versa.
-template <int D, class HeaderFn>
-__device__ __forceinline__ void bwd_dq_finish(const float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
-                                              float* staging, HeaderFn header) {
+// FINISH: the header was announced (bwd_dq_announce); the writer's dq_partial answer says the
+// header was read and, for a last job with earlier contributors, their partial sum is in partial
+// buffer cw. A last job is then finished here: dq + partial (the add the accumulator's bulk reduce
+// would have done), times logit_scale * out_scale, rounded and stored as whole 16-byte chunks of
+// the dQ rows through the staging buffer, exactly as dq_convert would: the same bits.
+template <int DTYPE, int D, bool FINISH, class HeaderFn>
+__device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
+                                              unsigned char* smem, const GdpaParams& p, const FragThread& f,
+                                              HeaderFn header) {
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   __syncwarp();
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
   if (!has_job) return;
+  const unsigned k = unsigned(dq_job_index<D>(j));
   // Not our first job: the writer must have read the previous one.
-  if (j > bwd_first_job<D>(cw)) ptx::mbarrier_wait(&bars->dq_empty[cw], unsigned(dq_job_index<D>(j) - 1) & 1u);
+  if (j > bwd_first_job<D>(cw)) ptx::mbarrier_wait(&bars->dq_empty[cw], (k - 1) & 1u);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
-  if (tid == 0) bars->dq_job[cw] = header();  // ordered for the writer by the dq_full arrival below
-  float4* dst = reinterpret_cast<float4*>(staging);
+  const unsigned staging = ptx::smem_addr(smem) + plan.dq_off + cw * kBwdDqJobBytes;
+  bool finished = false;
+  if constexpr (FINISH) {
+    ptx::mbarrier_wait(&bars->dq_partial[cw], k & 1u);
+    // Thread 0 wrote the header; a warpgroup barrier orders that for the other threads directly
+    // (the writer's answer orders it too, but through a third thread).
+    ptx::named_barrier_sync(kBwdBarEpilogueBase + cw, 128);
+    const DqJobHeader& h = bars->dq_job[cw][k & 1];
+    const int flags = h.flags;
+    if (flags & kDqJobLast) {
+      if (flags & kDqJobPartial) {
+        const unsigned partial = ptx::smem_addr(smem) + plan.partial_off + cw * kBwdDqJobBytes;
 #pragma unroll
-  for (int k = 0; k < 8; ++k)  // dq_frag_index: registers 4k..4k+3 at float4 [k][tid]
-    dst[k * 128 + tid] = make_float4(dq[4 * k], dq[4 * k + 1], dq[4 * k + 2], dq[4 * k + 3]);
-  ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
-  __syncwarp();                   // the warp's stores (and thread 0's header) before lane 0's arrive
+        for (int q = 0; q < 8; ++q) {  // float4 [q][tid] = our registers 4q..4q+3 (dq_frag_index)
+          const uint4 v = ptx::ld_shared_u128(partial + unsigned((q * 128 + tid) * 16));
+          dq[4 * q] = __uint_as_float(v.x) + dq[4 * q];
+          dq[4 * q + 1] = __uint_as_float(v.y) + dq[4 * q + 1];
+          dq[4 * q + 2] = __uint_as_float(v.z) + dq[4 * q + 2];
+          dq[4 * q + 3] = __uint_as_float(v.w) + dq[4 * q + 3];
+        }
+      }
+      store_rows_staged<DTYPE, kBwdDqCols>(dq, staging, kBwdDqCols * 2, h.out, p.heads_q * D, h.rows,
+                                           p.logit_scale * p.out_scale, f, tid, kBwdBarEpilogueBase + cw);
+      finished = true;
+    }
+  } else {
+    if (tid == 0) bars->dq_job[cw][k & 1] = header();  // ordered for the writer by the dq_full arrival below
+  }
+  if (!finished) {
+    float4* dst = reinterpret_cast<float4*>(smem + plan.dq_off + cw * kBwdDqJobBytes);
+#pragma unroll
+    for (int q = 0; q < 8; ++q)  // dq_frag_index: registers 4q..4q+3 at float4 [q][tid]
+      dst[q * 128 + tid] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+    ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
+  }
+  __syncwarp();  // the warp's stores (and thread 0's header) before lane 0's arrive
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->dq_full[cw]);
 }
 
@@ -640,7 +668,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
-  float* staging = reinterpret_cast<float*>(smem + plan.dq_off + cw * kBwdDqJobBytes);
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
   const long long k_stride = (long long)p.heads_kv * D;  // elements between consecutive key rows
 
@@ -689,7 +716,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       DqJobHeader h;
       h.dst = p.dq_accum + dq_chunk_offset(block, chunk, D);
       h.sem = p.semaphores + block;
-      h.out = 0;
+      h.out = nullptr;
       h.expected = 0;
       h.flags = 0;
       h.rows = 0;
@@ -705,7 +732,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
         h.expected = ts.n0 / kBwdBlockN - first / kBwdBlockN;
         if (kFinish && ts.n0 / kBwdBlockN == (last - 1) / kBwdBlockN) {  // nobody adds after us
           h.flags = kDqJobLast | (h.expected > 0 ? kDqJobPartial : 0);
-          h.out = unsigned((((long long)(ts.q_seq_row + r0) * p.heads_q + js.head) * D + chunk * kBwdDqCols) / 8);
+          h.out = static_cast<unsigned short*>(p.dq) + (long long)(ts.q_seq_row + r0) * (p.heads_q * D) +
+                  js.head * D + chunk * kBwdDqCols;
           h.rows = min(kBwdBlockM, len_q - r0);
         }
       }
@@ -730,6 +758,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       float s_acc[32], dp_acc[32];
       unsigned pk[16], dsk[16];
       float(&dq)[32] = s_acc;
+      const int dq_step = kDefer ? step - 1 : step;
+      const int chunk = bwd_dq_owner_chunk<D>(dq_step, cw);
+      // kBwdDqFinish: the writer learns of this step's dQ job now, a GEMM phase before it is staged.
+      if (kFinish && kHasDq && chunk >= 0)
+        bwd_dq_announce<D>(dq_step, cw, bars, [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
 
       // 1-2: the two transposed score products, one commit group.
       consumer_wait(bars->qdo[qs], unsigned(step / kBwdQStages) & 1u);
@@ -769,8 +802,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::wgmma_commit();
 
       // 7: the dQ job.
-      const int dq_step = kDefer ? step - 1 : step;
-      const int chunk = bwd_dq_owner_chunk<D>(dq_step, cw);
       if (kHasDq && chunk >= 0) issue_dq<DTYPE, D>(dq, dq_step, chunk, bars, ds_tiles, k_tile);
 
       // 8: everything of this step has finished reading Q, dO, P^T, dS^T and the dS buffer.
@@ -782,8 +813,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       ptx::fence_operand(dq);
       consumer_release(bars->qdo[qs]);
       if (kHasDq)
-        bwd_dq_finish<D>(dq, chunk >= 0, dq_step, cw, bars, staging,
-                         [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
+        bwd_dq_finish<DTYPE, D, kFinish>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
+                                         [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
     };
     // K and V of the tile (the first step needs both at once; the producer loads them right after
     // that step's Q and dO).
@@ -800,11 +831,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
       float dq[32];
       const int chunk = bwd_dq_owner_chunk<D>(step - 1, cw);
       if (chunk >= 0) {
+        if (kFinish) bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(ls - 1, chunk); });
         issue_dq<DTYPE, D>(dq, step - 1, chunk, bars, ds_tiles, k_tile);
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<D>(dq, chunk >= 0, step - 1, cw, bars, staging, [&] { return job_header(ls - 1, chunk); });
+      bwd_dq_finish<DTYPE, D, kFinish>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
+                                       [&] { return job_header(ls - 1, chunk); });
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
     kvc.advance();
@@ -870,10 +903,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(&bars->ds_empty[s], kBwdConsumerWarps);
     }
     for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
-      ptx::mbarrier_init(&bars->dq_full[c], 4);   // lane 0 of each of the consumer's warps
-      ptx::mbarrier_init(&bars->dq_empty[c], 1);  // the writer's (kBwdDqFinish: the finisher's) lane 0
-      ptx::mbarrier_init(&bars->dq_finish[c], 1);   // the writer's leader lane
-      ptx::mbarrier_init(&bars->dq_partial[c], 1);  // the finisher's lane 0 + the TMA bytes
+      ptx::mbarrier_init(&bars->dq_full[c], 4);     // lane 0 of each of the consumer's warps
+      ptx::mbarrier_init(&bars->dq_empty[c], 1);    // the writer's leader lane
+      ptx::mbarrier_init(&bars->dq_announce[c][0], 1);  // the consumer's thread 0
+      ptx::mbarrier_init(&bars->dq_announce[c][1], 1);
+      ptx::mbarrier_init(&bars->dq_partial[c], 1);  // the writer's leader lane (+ the TMA bytes)
     }
     ptx::fence_mbarrier_init();
   }
@@ -893,11 +927,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       }
     } else if (warp == 1) {
       bwd_dq_writer<D, MASK, (FLAGS & kBwdDqFinish) != 0>(p, smem);
-    } else if constexpr ((FLAGS & kBwdDqFinish) != 0) {
-      if (warp == 2)
-        bwd_dq_finisher<DTYPE, D, MASK, 0>(p, smem);
-      else
-        bwd_dq_finisher<DTYPE, D, MASK, 1>(p, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

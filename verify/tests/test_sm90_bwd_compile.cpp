@@ -134,59 +134,12 @@ TEST_CASE("sm90 backward: shared-memory plan") {
     CHECK(s.q_bytes % 1024 == 0);
     CHECK(s.ds_bytes == kBwdBlockN * 128);  // one 128-byte swizzle row (64 queries) per key
     CHECK(s.v_off - s.k_off == kBwdBlockN * d * 2);
-    CHECK(s.partial_off - s.dq_off == 2 * kBwdDqJobBytes);  // staging, then the finisher's partial sums
+    CHECK(s.partial_off - s.dq_off == 2 * kBwdDqJobBytes);  // staging, then the partial sums (kBwdDqFinish)
     CHECK(s.bar_off - s.partial_off == 2 * kBwdDqJobBytes);
     CHECK(s.bar_off % 8 == 0);
     CHECK(bwd_smem_request(d) <= 227 * 1024);  // Hopper's per-block opt-in limit
   }
   CHECK(bwd_smem_request(128) > 222 * 1024);  // K, V, 2 x (Q, dO), 2 x dS^T, 2 x dQ staging, 2 x partial
-}
-
-// The finisher's lane plan (bwd_config.h dq_finish_*), simulated for a whole warp: reads in
-// fragment order, two xor exchanges, and every lane ends with 8 contiguous columns of one row
-// whose values are the ones the consumer staged there; every (row, 8-column group) once.
-TEST_CASE("sm90 backward: the dQ finisher's quad exchange delivers whole 16-byte row chunks") {
-  std::vector<int> seen(64 * 8, 0);
-  for (int round = 0; round < 16; ++round) {
-    // slot value: the (row * 64 + col) of the lower column of the packed pair, as read and packed
-    int u[32][4];
-    for (int lane = 0; lane < 32; ++lane) {
-      const int tid = dq_finish_tid(round, lane), k = dq_finish_k(round);
-      for (int e = 0; e < 2; ++e)
-        for (int h = 0; h < 2; ++h) {
-          const int r = 4 * (k + e) + 2 * h;  // registers 4k + 2h, + 1: one packed pair
-          REQUIRE(dq_frag_index(tid, r) == ((k + e) * 128 + tid) * 4 + 2 * h);  // the float4 the lane reads
-          u[lane][2 * e + h] = dq_frag_row(tid, r) * 64 + dq_frag_col(tid, r);
-        }
-    }
-    for (int mask : {1, 2}) {
-      int next[32][4];
-      for (int lane = 0; lane < 32; ++lane)
-        for (int j = 0; j < 4; ++j) next[lane][j] = u[lane][j];
-      for (int lane = 0; lane < 32; ++lane)
-        for (int e = 0; e < 2; ++e) {
-          const int slot = dq_finish_exchange_slot(lane, mask, e);
-          const int partner_slot = dq_finish_exchange_slot(lane ^ mask, mask, e);
-          REQUIRE(partner_slot == (slot ^ mask));  // the pair's other slot
-          next[lane][slot] = u[lane ^ mask][partner_slot];  // what the partner sends lands in ours
-        }
-      for (int lane = 0; lane < 32; ++lane)
-        for (int j = 0; j < 4; ++j) u[lane][j] = next[lane][j];
-    }
-    for (int lane = 0; lane < 32; ++lane) {
-      const int row = dq_finish_row(round, lane), col = dq_finish_col(round, lane);
-      CAPTURE(round);
-      CAPTURE(lane);
-      // the unit the exchange leaves with lane l: row R + 8 (l & 1), column group k + (l & 3) / 2
-      const int tid = dq_finish_tid(round, lane);
-      CHECK(row == dq_frag_row(tid, 0) + 8 * (lane & 1));
-      CHECK(col == 8 * (dq_finish_k(round) + (lane & 3) / 2));
-      REQUIRE(col % 8 == 0);
-      for (int j = 0; j < 4; ++j) CHECK(u[lane][j] == row * 64 + col + 2 * j);
-      ++seen[size_t(row * 8 + col / 8)];
-    }
-  }
-  CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
 }
 
 TEST_CASE("sm90 backward: dQ accumulator fragment layout is a bijection matching the wgmma layout") {
