@@ -277,8 +277,8 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
 // only counts steps (bwd_tile's step count, the same as the consumers') to know how many jobs come
 // and from which staging buffer, and takes addresses and semaphores from the job headers.
 // FINISH (kBwdDqFinish; the host sets it in the deterministic mode only): each step's jobs are
-// first taken from their announcements, a step before the consumers stage them: the semaphore
-// wait happens there, and a last job's partial sum is loaded for its consumer (dq_partial is
+// first taken from their announcements, a step before the consumers stage them; for a last job the
+// semaphore wait happens there and its partial sum is loaded for the consumer (dq_partial is
 // answered for every job, so both sides count phases by job). Then the staged jobs are added as
 // usual, except the last ones, which their consumers have finished and stored themselves.
 template <int D, int MASK, bool FINISH>
@@ -302,10 +302,12 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
           ptx::mbarrier_wait(&bars->dq_announce[owner][k & 1], (k >> 1) & 1u);
           if (leader) {
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
-            if (c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
-            sem = h.sem;
             unsigned long long* bar = &bars->dq_partial[owner];
-            if (h.flags & kDqJobPartial) {  // the earlier contributors' adds have landed (semaphore)
+            // Only a last job waits for the earlier contributors here (its partial sum must be
+            // complete before the load); the others wait when they add, as without FINISH, so
+            // that their consumers keep a step of slack against the other CTAs.
+            if ((h.flags & kDqJobLast) && c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
+            if (h.flags & kDqJobPartial) {
               ptx::mbarrier_arrive_expect_tx(bar, kBwdDqJobBytes);
               ptx::bulk_copy_g2s(smem + plan.partial_off + owner * kBwdDqJobBytes, h.dst, kBwdDqJobBytes, bar,
                                  ptx::kEvictFirst);
@@ -323,7 +325,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
         if (leader) {
           const DqJobHeader& h = bars->dq_job[owner][k & 1];
           // Both chunks of a step belong to the same (slot, head): one wait, one release.
-          if (!FINISH && c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
+          if (c == 0 && p.deterministic && !(FINISH && (h.flags & kDqJobLast))) semaphore_wait(h.sem, h.expected);
           sem = h.sem;
           const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
           // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
@@ -599,6 +601,9 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
           dq[4 * q + 2] = __uint_as_float(v.z) + dq[4 * q + 2];
           dq[4 * q + 3] = __uint_as_float(v.w) + dq[4 * q + 3];
         }
+        // Our generic reads of the buffer before the TMA unit (async proxy) overwrites it for a
+        // later job, once our dq_full arrival has reached the writer.
+        ptx::fence_proxy_async_smem();
       }
       store_rows_staged<DTYPE, kBwdDqCols>(dq, staging, kBwdDqCols * 2, h.out, p.heads_q * D, h.rows,
                                            p.logit_scale * p.out_scale, f, tid, kBwdBarEpilogueBase + cw);
