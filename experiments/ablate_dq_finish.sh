@@ -2,12 +2,14 @@
 # ablate_dq_finish.sh — the backward's in-kernel dQ finish on and off (kBwdDqFinish): the last
 # contributor of each dQ block (in the deterministic KV order) converts the block itself from the
 # partial sum the TMA unit loads into shared memory, instead of adding into the fp32 accumulator
-# for the separate dq_convert pass to read back. Same bits. All twelve seed sets, backward only,
-# fast_gelu, one bench call.
+# for the separate dq_convert pass to read back. Same bits. The default (sm90) finishes only where
+# the longest KV sequence is at most 512 (bwd_config.h kBwdDqFinishMaxLenK); sm90-no-dq-finish
+# never does, sm90-dq-finish-always always does. All twelve seed sets, backward only, fast_gelu,
+# one bench call.
 #   usage: experiments/ablate_dq_finish.sh [OUT]      (OUT default: experiments/results)
 set -euo pipefail
 FULL=${FULL:-sm90}
-OFF=${OFF:-sm90-no-dq-finish}
+OFF=${OFF:-sm90-no-dq-finish,sm90-dq-finish-always}
 SETS=${SETS:-self-s1.0,self-s0.5,cross}
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"

@@ -46,6 +46,12 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "softmax";
     return make_sm90_kernel(o);
   }
+  if (name == "sm90-dq-finish-always") {  // backward: kBwdDqFinish also where the default leaves it off
+    Sm90Options o;
+    o.bwd_flags = sm90::kBwdDefaultFlags;  // explicit flags bypass the default's Lk rule
+    o.label = "dq-finish-always";
+    return make_sm90_kernel(o);
+  }
   if (name == "sm90-unordered-dq") {  // backward: dQ adds in whatever order they come (not bit-reproducible)
     Sm90Options o;
     o.deterministic = false;
@@ -81,7 +87,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-softmax", "sm90-act-mix4"};
+  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-dq-finish-always", "sm90-softmax", "sm90-act-mix4"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

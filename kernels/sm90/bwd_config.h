@@ -24,10 +24,19 @@ enum BwdFlags : int {
   // the TMA unit brings the partial sum of the earlier contributors into shared memory, and two
   // otherwise idle warps add, scale, round and store the io-dtype dQ rows. dq_convert then only
   // writes zeros for blocks nobody wrote. Off: every contributor adds, dq_convert converts all.
+  // The host's default keeps it only where it pays, max Lk <= kBwdDqFinishMaxLenK (below).
   kBwdDqFinish = 8,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish,
 };
+
+// kBwdDqFinish by default only up to this longest KV sequence. Measured on the seed's sets
+// (experiments/ablate_dq_finish.sh, H200): 1.05-1.11x where the KV sequences are at most 512 long
+// (each query tile has at most 4 contributors, and the separate pass is up to 15 % of the time);
+// 0.94-0.99x at Lk = 1024 and 2048, where the pass is a few percent and the last contributor's
+// consumers, which must wait for the earlier contributors' partial sum with only a step of slack,
+// lose more than that. Explicit flags (Sm90Options::bwd_flags) are used as given.
+constexpr int kBwdDqFinishMaxLenK = 512;
 
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdBlockM = 64;                           // query rows per inner step

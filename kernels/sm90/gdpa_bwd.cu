@@ -163,8 +163,8 @@ struct BwdBarriers {
   SlotBarriers qdo[kBwdQStages];
   unsigned long long ds_full[kBwdDsStages];
   unsigned long long ds_empty[kBwdDsStages];
-  // dQ staging handoff between consumer `cw` and the writer warp: full when the consumer's four
-  // warps have stored a job and its header, empty when the writer's bulk reduce has read it.
+  // dQ staging handoff between consumer `cw` and the writer warp: full when the consumer's 128
+  // threads have stored a job and its header, empty when the writer's bulk reduce has read it.
   // mbarriers (release on arrive, acquire on wait) rather than named-barrier arrive/sync pairs:
   // compute-sanitizer's racecheck sees mbarrier ordering for the plain header stores and loads.
   unsigned long long dq_full[kBwdConsumerWarpgroups];
@@ -619,8 +619,10 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       dst[q * 128 + tid] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
     ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
   }
-  __syncwarp();  // the warp's stores (and thread 0's header) before lane 0's arrive
-  if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->dq_full[cw]);
+  // Every thread arrives (not one per warp after __syncwarp): the partial-sum reads of each thread
+  // are then ordered before the writer's next TMA load into that buffer by the thread's own
+  // release, which is also the form compute-sanitizer's racecheck recognises.
+  ptx::mbarrier_arrive(&bars->dq_full[cw]);
 }
 
 // Waits until the writer has read consumer cw's last dQ job (if it had one; `step` = steps done in
@@ -908,7 +910,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(&bars->ds_empty[s], kBwdConsumerWarps);
     }
     for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
-      ptx::mbarrier_init(&bars->dq_full[c], 4);     // lane 0 of each of the consumer's warps
+      ptx::mbarrier_init(&bars->dq_full[c], 128);   // every thread of the consumer warpgroup
       ptx::mbarrier_init(&bars->dq_empty[c], 1);    // the writer's leader lane
       ptx::mbarrier_init(&bars->dq_announce[c][0], 1);  // the consumer's thread 0
       ptx::mbarrier_init(&bars->dq_announce[c][1], 1);

@@ -109,6 +109,14 @@ TEST_CASE("sm90 backward: variant names and support") {
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");
+  // The default leaves the in-kernel dQ finish off for KV sequences over kBwdDqFinishMaxLenK;
+  // explicit flags are used as given.
+  ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, kBwdDqFinishMaxLenK + 1}, {100, kBwdDqFinishMaxLenK + 1});
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
+  CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
+  opt.bwd_flags = kBwdDefaultFlags;
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");
+  opt.bwd_flags = -1;
   // The unordered mode has no last contributor to finish a block: the flag is dropped.
   opt.deterministic = false;
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
