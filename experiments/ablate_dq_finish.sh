@@ -3,7 +3,7 @@
 # contributor of each dQ block (in the deterministic KV order) converts the block itself from the
 # partial sum the TMA unit loads into shared memory, instead of adding into the fp32 accumulator
 # for the separate dq_convert pass to read back. Same bits. The default (sm90) finishes only where
-# the longest KV sequence is at most 512 (bwd_config.h kBwdDqFinishMaxLenK); sm90-no-dq-finish
+# the mean KV length is at most 384 (bwd_config.h kBwdDqFinishMaxMeanLenK); sm90-no-dq-finish
 # never does, sm90-dq-finish-always always does. All twelve seed sets, backward only, fast_gelu,
 # one bench call.
 #   usage: experiments/ablate_dq_finish.sh [OUT]      (OUT default: experiments/results)

@@ -392,7 +392,7 @@ ABLATIONS = (
              (("sm90-no-kv-reuse", "K/V reuse off"),)),
     Ablation("half-fold", "GELU as 2f = x + x tanh(.), O (backward: dV) halved once (one multiply per score fewer)",
              (("sm90-no-half-fold", "plain f = x/2 (1 + tanh(.))"),)),
-    Ablation("dq-finish", "Backward: each dQ block finished by its last contributor in the kernel (default: Lk <= 512)",
+    Ablation("dq-finish", "Backward: each dQ block finished by its last contributor in the kernel (default: mean Lk <= 384)",
              (("sm90-no-dq-finish", "fp32 accumulator + separate dq_convert pass"),
               ("sm90-dq-finish-always", "finished in the kernel at every Lk"))),
 )

@@ -48,7 +48,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   if (name == "sm90-dq-finish-always") {  // backward: kBwdDqFinish also where the default leaves it off
     Sm90Options o;
-    o.bwd_flags = sm90::kBwdDefaultFlags;  // explicit flags bypass the default's Lk rule
+    o.bwd_flags = sm90::kBwdDefaultFlags;  // explicit flags bypass the default's mean-Lk rule
     o.label = "dq-finish-always";
     return make_sm90_kernel(o);
   }

@@ -56,8 +56,9 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (p.logit_scale == 1.0f) f |= sm90::kBwdUnitLogitScale;
   // Finishing a block in the kernel needs to know its last contributor: only the fixed order has one.
   if (!o.deterministic) f &= ~sm90::kBwdDqFinish;
-  // The default uses it only where it measured faster (bwd_config.h kBwdDqFinishMaxLenK).
-  if (o.bwd_flags < 0 && p.max_len_k() > sm90::kBwdDqFinishMaxLenK) f &= ~sm90::kBwdDqFinish;
+  // The default uses it only where it measured faster (bwd_config.h kBwdDqFinishMaxMeanLenK).
+  if (o.bwd_flags < 0 && p.batch() > 0 && p.total_k() > int64_t(sm90::kBwdDqFinishMaxMeanLenK) * p.batch())
+    f &= ~sm90::kBwdDqFinish;
   return sm90_with_act_mix(f, o, p, true);
 }
 

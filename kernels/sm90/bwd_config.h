@@ -24,19 +24,20 @@ enum BwdFlags : int {
   // the TMA unit brings the partial sum of the earlier contributors into shared memory, and two
   // otherwise idle warps add, scale, round and store the io-dtype dQ rows. dq_convert then only
   // writes zeros for blocks nobody wrote. Off: every contributor adds, dq_convert converts all.
-  // The host's default keeps it only where it pays, max Lk <= kBwdDqFinishMaxLenK (below).
+  // The host's default keeps it only where it pays (kBwdDqFinishMaxMeanLenK below).
   kBwdDqFinish = 8,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish,
 };
 
-// kBwdDqFinish by default only up to this longest KV sequence. Measured on the seed's sets
-// (experiments/ablate_dq_finish.sh, H200): 1.05-1.11x where the KV sequences are at most 512 long
-// (each query tile has at most 4 contributors, and the separate pass is up to 15 % of the time);
-// 0.94-0.99x at Lk = 1024 and 2048, where the pass is a few percent and the last contributor's
-// consumers, which must wait for the earlier contributors' partial sum with only a step of slack,
-// lose more than that. Explicit flags (Sm90Options::bwd_flags) are used as given.
-constexpr int kBwdDqFinishMaxLenK = 512;
+// kBwdDqFinish by default only while the mean KV length is at most this (three KV tiles). Measured
+// on the seed's sets (experiments/ablate_dq_finish.sh, H200, same calls): 1.02-1.14x where the mean
+// Lk is 128-256 (self L = 256, s = 0.5 L <= 512, cross Lk = 256 up to Lq = 1024; neutral at Lq =
+// 2048), where a query tile has one or two contributors and the separate pass is up to 15 % of the
+// time; 0.93-0.97x at a mean Lk of 512 and more, where the pass is a few percent and the last
+// contributor's consumers, which wait for the earlier contributors' partial sum with only a step of
+// slack, lose more than that. Explicit flags (Sm90Options::bwd_flags) are used as given.
+constexpr int kBwdDqFinishMaxMeanLenK = 384;
 
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdBlockM = 64;                           // query rows per inner step

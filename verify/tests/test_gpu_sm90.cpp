@@ -147,7 +147,7 @@ TEST_SUITE("gpu") {
         Stream s;
         std::vector<uint16_t> dq[2], dk[2], dv[2];
         for (int variant = 0; variant < 2; ++variant) {
-          Sm90Options opt;  // explicit flags: the default would leave the finish off at Lk > 512
+          Sm90Options opt;  // explicit flags: the default leaves the finish off at a mean Lk > 384
           opt.bwd_flags = variant == 0 ? int(sm90::kBwdDefaultFlags) : sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
           auto k = make_sm90_kernel(opt);
           k->prepare(p, ctx.info(), true);

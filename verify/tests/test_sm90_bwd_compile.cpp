@@ -109,9 +109,12 @@ TEST_CASE("sm90 backward: variant names and support") {
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");
-  // The default leaves the in-kernel dQ finish off for KV sequences over kBwdDqFinishMaxLenK;
-  // explicit flags are used as given.
-  ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, kBwdDqFinishMaxLenK + 1}, {100, kBwdDqFinishMaxLenK + 1});
+  // The default leaves the in-kernel dQ finish off above a mean KV length of
+  // kBwdDqFinishMaxMeanLenK; explicit flags are used as given.
+  const int over = 2 * kBwdDqFinishMaxMeanLenK - 99;  // mean (100 + over) / 2 is just above the limit
+  ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
+  CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");  // logit_scale 1: + unit-scale
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags = kBwdDefaultFlags;
