@@ -50,6 +50,23 @@ ProblemDesc half_fold_problem(Activation act, uint64_t seed, int heads_q, int he
   return p;
 }
 
+struct Grads {
+  std::vector<uint16_t> dq, dk, dv;
+};
+
+// One backward of the sm90 kernel with `opt` on the inputs already in `dp`, outputs poisoned first.
+Grads sm90_backward_once(const Sm90Options& opt, const ProblemDesc& p, DeviceProblem& dp, const Context& ctx) {
+  auto k = make_sm90_kernel(opt);
+  k->prepare(p, ctx.info(), true);
+  Stream s;
+  dp.poison_outputs(s.get());
+  k->backward(dp.view(), s.get());
+  s.synchronize();
+  Grads g;
+  dp.download_grads(g.dq, g.dk, g.dv);
+  return g;
+}
+
 }  // namespace
 
 TEST_SUITE("gpu") {
@@ -109,24 +126,14 @@ TEST_SUITE("gpu") {
     if (ctx.info().arch() != 90) return;
     for (Activation act : {kFastGelu, kGeluTanh}) {
       const ProblemDesc p = half_fold_problem(act, 93, 4, 2);  // GQA: dK, dV summed over the group
-      const HostInputs in = make_inputs(p, 94, true);
-      DeviceProblem dp(p, in, true);
-      Stream s;
-      std::vector<uint16_t> dq[2], dk[2], dv[2];
-      for (int variant = 0; variant < 2; ++variant) {
-        Sm90Options opt;  // deterministic dQ (the default), so dQ can be compared bit for bit
-        if (variant == 1) opt.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdHalfFold;
-        auto k = make_sm90_kernel(opt);
-        k->prepare(p, ctx.info(), true);
-        dp.poison_outputs(s.get());
-        k->backward(dp.view(), s.get());
-        s.synchronize();
-        dp.download_grads(dq[variant], dk[variant], dv[variant]);
-      }
+      DeviceProblem dp(p, make_inputs(p, 94, true), true);
+      Sm90Options plain;  // deterministic dQ (the default), so dQ can be compared bit for bit
+      plain.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdHalfFold;
+      const Grads a = sm90_backward_once(Sm90Options{}, p, dp, ctx), b = sm90_backward_once(plain, p, dp, ctx);
       CAPTURE(activation_name(act));
-      CHECK(dv[0] == dv[1]);
-      CHECK(dk[0] == dk[1]);
-      CHECK(dq[0] == dq[1]);
+      CHECK(a.dv == b.dv);
+      CHECK(a.dk == b.dk);
+      CHECK(a.dq == b.dq);
     }
   }
   TEST_CASE("sm90 backward: finishing dQ blocks in the kernel gives the bits of dq_convert") {
@@ -142,26 +149,17 @@ TEST_SUITE("gpu") {
         p.head_dim = d;
         if (mask == kMaskCausal)  // keys = a third of the queries: the first two thirds see none
           for (int b = 0; b < p.batch(); ++b) p.cu_seqlens_k[b + 1] = p.cu_seqlens_k[b] + p.len_q(b) / 3;
-        const HostInputs in = make_inputs(p, 96, true);
-        DeviceProblem dp(p, in, true);
-        Stream s;
-        std::vector<uint16_t> dq[2], dk[2], dv[2];
-        for (int variant = 0; variant < 2; ++variant) {
-          Sm90Options opt;  // explicit flags: the default leaves the finish off at a mean Lk > 384
-          opt.bwd_flags = variant == 0 ? int(sm90::kBwdDefaultFlags) : sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
-          auto k = make_sm90_kernel(opt);
-          k->prepare(p, ctx.info(), true);
-          dp.poison_outputs(s.get());
-          k->backward(dp.view(), s.get());
-          s.synchronize();
-          dp.download_grads(dq[variant], dk[variant], dv[variant]);
-        }
+        DeviceProblem dp(p, make_inputs(p, 96, true), true);
+        Sm90Options finish, convert;  // explicit flags: the default leaves the finish off at a mean Lk > 384
+        finish.bwd_flags = sm90::kBwdDefaultFlags;
+        convert.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+        const Grads a = sm90_backward_once(finish, p, dp, ctx), b = sm90_backward_once(convert, p, dp, ctx);
         CAPTURE(d);
         CAPTURE(int(mask));
-        CHECK(dq[0].size() == size_t(p.total_q()) * p.heads_q * p.head_dim);
-        CHECK(dq[0] == dq[1]);
-        CHECK(dk[0] == dk[1]);
-        CHECK(dv[0] == dv[1]);
+        CHECK(a.dq.size() == size_t(p.total_q()) * p.heads_q * p.head_dim);
+        CHECK(a.dq == b.dq);
+        CHECK(a.dk == b.dk);
+        CHECK(a.dv == b.dv);
       }
     }
   }
