@@ -288,6 +288,19 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const bool leader = ptx::lane_id() == 0;
   int step = 0;  // the consumers' CTA-lifetime step counter, reproduced
+  // Deterministic mode: the previous step's semaphore. Its adds are waited for (landed in global
+  // memory) and it is released at the start of the next step, not before the staging buffers are
+  // given back: the consumers need their buffer once the bulk operations have read it, and the
+  // landing takes about as long again. Released before anything of the next step waits on a
+  // semaphore, which may be this very one (the next tile's first block can be this tile's last).
+  int* pending = nullptr;
+  auto release_pending = [&] {
+    if (leader && pending != nullptr) {
+      ptx::bulk_wait_group<0>();
+      semaphore_release(pending);
+    }
+    pending = nullptr;
+  };
 #pragma unroll 1
   for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
     const int steps = bwd_tile<MASK>(p, it).steps;
@@ -295,6 +308,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
     for (int ls = 0; ls < steps; ++ls, ++step) {
       const unsigned k = unsigned(dq_job_index<D>(step));  // each owner's job index this step
       int* sem = nullptr;
+      release_pending();
       if constexpr (FINISH) {
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
@@ -341,22 +355,16 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
         }
         __syncwarp();  // bar.sync is .aligned: the whole warp reaches the next one together
       }
-      if (leader) {
-        if (p.deterministic) {
-          // The adds have landed in global memory, not just left shared memory (a finished step
-          // has none; its count still rises, so dq_convert knows the block was written).
-          ptx::bulk_wait_group<0>();
-          semaphore_release(sem);
-        } else {
-          ptx::bulk_wait_group_read<0>();  // staging may be overwritten
-        }
-      }
+      if (leader) ptx::bulk_wait_group_read<0>();  // staging may be overwritten
       __syncwarp();
       if (leader)
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
+      // A finished step has no adds; its count still rises, so dq_convert knows the block was written.
+      if (p.deterministic) pending = sem;
     }
   }
+  release_pending();
   if (leader) ptx::bulk_wait_group<0>();
 }
 
