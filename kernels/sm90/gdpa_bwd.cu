@@ -30,9 +30,9 @@
 // 1024 bytes of alignment slack). Tensor maps: Q and dO with 64-row boxes, K and V with 128-row
 // boxes, 64 columns, 128B swizzle (host/tensor_map.h). Before it: the dQ accumulator zeroed (in the
 // deterministic mode the semaphores instead: there the first contributor stores); after it:
-// dq_convert.cu (with kBwdDqFinish: only the zeros of blocks no key tile sees). The fp32 dQ accumulator is not a tensor-map target: each dQ job is one
-// contiguous 16 KB block (bwd_config.h), added with a 1-D bulk reduce, so the kernel takes no dQ
-// tensor map.
+// dq_convert.cu (with kBwdDqFinish: only the zeros of blocks no key tile sees). The fp32 dQ
+// accumulator is not a tensor-map target: each dQ job is one contiguous 16 KB block
+// (bwd_config.h), added with a 1-D bulk reduce, so the kernel takes no dQ tensor map.
 //
 // Numerics (documented deviation, the forward does the same): the scales are folded out of the
 // rounded products. The kernel rounds P = act(S) and dS = act'(S) dP to the io dtype and applies
