@@ -10,6 +10,7 @@
 
 #include "ceilings.h"
 #include "generator.h"
+#include "kernel_api.h"
 
 namespace gdpa {
 
@@ -100,11 +101,26 @@ SetLimit set_limit(const ProblemDesc& p, bool backward, const Ceilings& c) {
   return l;
 }
 
+std::vector<std::string> row_variants(const AttentionKernel& k, const ProblemDesc& p, bool backward) {
+  const std::vector<KernelSource> fwd = k.sources(p, false);
+  std::vector<std::string> names;
+  for (const KernelSource& s : k.sources(p, backward)) {
+    const bool forward_one = backward && std::any_of(fwd.begin(), fwd.end(), [&](const KernelSource& f) {
+                               return f.name_expression == s.name_expression;
+                             });
+    if (!forward_one) names.push_back(s.name_expression);
+  }
+  return names;
+}
+
 Json bench_row_json(const BenchRow& r, const Ceilings& c) {
+  Json variants = Json::array();
+  for (const std::string& v : r.variants) variants.push(Json::string(v));
   Json j = Json::object();
   j.set("set", Json::string(r.set))
       .set("kernel", Json::string(r.kernel))
       .set("direction", Json::string(r.direction))
+      .set("variants", variants)
       .set("median_ms", Json::number(r.t.median_ms))
       .set("min_ms", Json::number(r.t.min_ms))
       .set("max_ms", Json::number(r.t.max_ms))

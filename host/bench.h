@@ -49,10 +49,17 @@ SetLimit set_limit(const ProblemDesc& p, bool backward, const Ceilings& c);
 
 struct BenchRow {
   std::string set, kernel, direction;
+  // The NVRTC kernels that ran for this row (name expressions; a backward row lists only what the
+  // forward does not use): which variant a kernel's run-time rules chose is then in the JSON.
+  std::vector<std::string> variants;
   Timing t;
   double tflops = 0;
   SetLimit limit;
 };
+
+class AttentionKernel;
+// BenchRow::variants of kernel `k` on problem `p` in one direction.
+std::vector<std::string> row_variants(const AttentionKernel& k, const ProblemDesc& p, bool backward);
 
 Json bench_row_json(const BenchRow& r, const Ceilings& c);
 

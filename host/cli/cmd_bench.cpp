@@ -125,6 +125,7 @@ int cmd_bench(int argc, char** argv) {
         r.set = set.name;
         r.kernel = k->name();
         r.direction = bwd ? "bwd" : "fwd";
+        r.variants = row_variants(*k, p, bwd);
         if (bwd) k->forward(view, s);  // outputs the backward does not read, but a real step has them
         r.t = time_enqueue([&](CUstream st) { bwd ? k->backward(view, st) : k->forward(view, st); }, s, 2, reps);
         r.limit = set_limit(p, bwd, c);

@@ -11,6 +11,7 @@
 #include "../../host/bench.h"
 #include "../../host/ceilings.h"
 #include "../../host/compile.h"
+#include "../../host/registry.h"
 #include "../../host/unfused_cublas.h"
 #include "../../kernels/baseline/convert.cuh"
 #include "../../kernels/baseline/layout.h"
@@ -214,6 +215,26 @@ TEST_CASE("bench refuses timings faster than the set's physical limit") {
   BenchRow edge = ok;
   edge.tflops = 1.04 * 365.0;  // within the 5 % the ceilings' own noise allows
   CHECK(impossible_rows({edge}).empty());
+}
+
+TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
+  // The sm90 backward's in-kernel dQ finish depends on the problem (bwd_config.h
+  // kBwdDqFinishMaxMeanLenK): the JSON must say which variant each set ran.
+  auto k = make_kernel("sm90");
+  ProblemDesc p = bench_problem(seed_bench_sets()[0], 1, default_bench_base());  // self s = 1, L = 256
+  const std::vector<std::string> fwd = row_variants(*k, p, false), bwd = row_variants(*k, p, true);
+  REQUIRE(fwd.size() == 1);
+  CHECK(fwd[0].find("gdpa_fwd<") != std::string::npos);
+  REQUIRE(bwd.size() == 2);  // the backward and its dQ pass, not the forward again
+  CHECK(bwd[0].find("gdpa_bwd<0,128,3,0,15>") != std::string::npos);
+  CHECK(bwd[1].find("gdpa_bwd_dq_convert<0,128,true>") != std::string::npos);
+  p = bench_problem(seed_bench_sets()[3], 1, default_bench_base());  // self s = 1, L = 2048: no finish
+  CHECK(row_variants(*k, p, true)[0].find("gdpa_bwd<0,128,3,0,7>") != std::string::npos);
+  BenchRow r;
+  r.variants = bwd;
+  const std::string json = bench_row_json(r, Ceilings{}).dump();
+  CHECK(json.find("\"variants\"") != std::string::npos);
+  CHECK(json.find("gdpa_bwd_dq_convert") != std::string::npos);
 }
 
 TEST_CASE("ceiling statistics: median, min and max of the per-rep rates") {
