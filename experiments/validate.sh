@@ -4,12 +4,12 @@
 # SASS of the default variants, and the benchmark. Each step has a time limit so a hang in one
 # kernel cannot eat the whole session. Usage: experiments/validate.sh OUTDIR [steps...]
 #   steps (default all): build tests check-baseline check-unfused check-sm90-fwd check-sm90-bwd
-#                        sanitize sass bench-fwd bench-bwd bench-all
+#                        check-sm90-bwd-variants sanitize sass bench-fwd bench-bwd bench-all
 set -u
 out=${1:?usage: validate.sh OUTDIR [steps...]}
 shift
 mkdir -p "$out"
-steps=${*:-build tests check-baseline check-unfused check-sm90-fwd check-sm90-bwd sanitize sass bench-all}
+steps=${*:-build tests check-baseline check-unfused check-sm90-fwd check-sm90-bwd check-sm90-bwd-variants sanitize sass bench-all}
 jobs=$(nproc)
 g=build/gdpa
 
@@ -31,6 +31,11 @@ for s in $steps; do
     check-unfused) step check-unfused 300 "$g" check --kernel unfused-cublas --seed 12 ;;
     check-sm90-fwd) step check-sm90-fwd 300 "$g" check --kernel sm90 --fwd-only --seed 13 ;;
     check-sm90-bwd) step check-sm90-bwd 300 "$g" check --kernel sm90 --bwd-only --seed 14 ;;
+    # The backward's other dQ paths: finished in the kernel on every case (the default does so only
+    # for a mean Lk <= 384), and the unordered adds.
+    check-sm90-bwd-variants)
+      step check-dq-finish 300 "$g" check --kernel sm90-dq-finish-always --bwd-only --seed 15
+      step check-unordered 300 "$g" check --kernel sm90-unordered-dq --bwd-only --seed 16 ;;
     sanitize)
       for tool in memcheck racecheck synccheck; do
         step "san-$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$g" run $small --kernel sm90
