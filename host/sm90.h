@@ -11,7 +11,10 @@ namespace gdpa {
 
 struct Sm90Options {
   int fwd_flags = -1;  // kernels/sm90/fwd_config.h FwdFlags; -1 = kFwdDefaultFlags
-  int bwd_flags = -1;  // kernels/sm90/bwd_config.h BwdFlags; -1 = defaults
+  // kernels/sm90/bwd_config.h BwdFlags; -1 = the defaults plus the problem-dependent rules (the
+  // in-kernel dQ finish only for a mean Lk <= kBwdDqFinishMaxMeanLenK). Explicit flags are used as
+  // given, except that kBwdDqFinish is dropped without `deterministic` (it needs the fixed order).
+  int bwd_flags = -1;
   SchedulePolicy policy = SchedulePolicy::kZigzag;
   // Backward: dQ blocks are added in a fixed KV order, so dQ is bit-identical run to run. The
   // default: with the first adder storing instead of the accumulator being zeroed, it measured no
