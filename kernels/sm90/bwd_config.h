@@ -21,9 +21,10 @@ enum BwdFlags : int {
   kBwdHalfFold = 4,
   // Deterministic mode only (the host clears it otherwise): the last contributor of each dQ block
   // in the fixed KV order does not add its part into the fp32 accumulator but finishes the block:
-  // the TMA unit brings the partial sum of the earlier contributors into shared memory, and two
-  // otherwise idle warps add, scale, round and store the io-dtype dQ rows. dq_convert then only
-  // writes zeros for blocks nobody wrote. Off: every contributor adds, dq_convert converts all.
+  // the TMA unit brings the partial sum of the earlier contributors into shared memory, and the
+  // consumer warpgroup adds it to its accumulator, scales, rounds and stores the io-dtype dQ rows.
+  // dq_convert then only writes zeros for blocks nobody wrote. Off: every contributor adds,
+  // dq_convert converts all.
   // The host's default keeps it only where it pays (kBwdDqFinishMaxMeanLenK below).
   kBwdDqFinish = 8,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish,

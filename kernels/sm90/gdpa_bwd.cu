@@ -20,9 +20,10 @@
 //   warpgroups 1 and 2: consumers, 64 keys each. dK and dV (64 x D fp32 each) live in registers
 //     for the whole work tile; GQA sums the group's heads there, no atomics. With kBwdDqFinish
 //     (deterministic mode) a consumer also finishes the dQ blocks it contributes to last: it
-//     announces each job a step ahead, the writer has the TMA unit load the block's partial sum
-//     into shared memory meanwhile, and the consumer adds it to its own part in registers, scales,
-//     rounds and stores the io-dtype rows (bwd_dq_announce, bwd_dq_finish).
+//     announces each job at the start of the step that stages it, the writer has the TMA unit
+//     load the block's partial sum into shared memory meanwhile, and the consumer adds it to its
+//     own part in registers, scales, rounds and stores the io-dtype rows (bwd_dq_announce,
+//     bwd_dq_finish).
 // Warps 2 and 3 of warpgroup 0 have no work and leave at once.
 //
 // Launch (host/sm90_bwd.cpp): grid = persistent_grid(tiles, SMs), CTA c runs tiles c, c + grid, ...
@@ -139,7 +140,8 @@ __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& 
 
 // What the writer needs to know about consumer cw's k-th dQ job, in slot dq_job[cw][k & 1]: written
 // by thread 0 of the consumer before its dq_full arrival (kBwdDqFinish: before its dq_announce
-// arrival, a step earlier), read by the writer after the matching wait. Two slots, because with
+// arrival, at the start of the step that stages the job), read by the writer after the matching
+// wait. Two slots, because with
 // kBwdDqFinish the next job is announced while the writer may still be adding this one.
 struct DqJobHeader {
   float* dst;           // the job's 4096-float block of the accumulator
@@ -277,9 +279,9 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
 // only counts steps (bwd_tile's step count, the same as the consumers') to know how many jobs come
 // and from which staging buffer, and takes addresses and semaphores from the job headers.
 // FINISH (kBwdDqFinish; the host sets it in the deterministic mode only): each step's jobs are
-// first taken from their announcements, a step before the consumers stage them; for a last job the
-// semaphore wait happens there and its partial sum is loaded for the consumer (dq_partial is
-// answered for every job, so both sides count phases by job). Then the staged jobs are added as
+// first taken from their announcements, made while the consumers still compute them; for a last
+// job the semaphore wait happens there and its partial sum is loaded for the consumer (dq_partial
+// is answered for every job, so both sides count phases by job). Then the staged jobs are added as
 // usual, except the last ones, which their consumers have finished and stored themselves.
 template <int D, int MASK, bool FINISH>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char* smem) {
@@ -552,10 +554,10 @@ __device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, BwdB
 }
 
 // kBwdDqFinish: publishes the header of consumer cw's dQ job of step j (its slot in the ring of
-// two) a step before the job is staged, so that the writer can wait for the earlier contributors
-// and load a last job's partial sum while the job is still being computed. The ring slot was
-// freed by the writer's dq_empty arrival for job k - 2, which this warpgroup waited for before
-// staging job k - 1, so no announcement can run a phase ahead of the writer.
+// two) at the start of the step that stages the job, so that the writer can wait for the earlier
+// contributors and load a last job's partial sum while the job is still being computed. The ring
+// slot was freed by the writer's dq_empty arrival for job k - 2, which this warpgroup waited for
+// before staging job k - 1, so no announcement can run a phase ahead of the writer.
 template <int D, class HeaderFn>
 __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars, HeaderFn header) {
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
