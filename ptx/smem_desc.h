@@ -65,6 +65,39 @@ GDPA_HD unsigned long long sw128_mnmajor_desc(unsigned tile_addr, int rows, int 
   return make_wgmma_desc(addr, unsigned(rows) * kSw128RowBytes, kSw128AtomBytes, kWgmmaSwizzle128B);
 }
 
+// ---- stepping a descriptor instead of re-encoding it ------------------------------------------
+// The k16 slices of one operand tile differ only in the start-address field, and moving that field
+// by a multiple of 16 bytes is a plain add on the descriptor's low word: shared-memory addresses
+// stay below 228 KB, so (address >> 4) < 0x3900 never carries into the LBO field at bit 16. The
+// kernels encode each tile's descriptor once and add a constant per wgmma: one uniform add instead
+// of the add, shift, mask and or that re-encoding costs (ptxas cannot make that rewrite itself: it
+// cannot prove the mask is a no-op), which sat on the dependency chain of every wgmma issue.
+struct WgmmaDescBase {
+  unsigned lo, hi;  // the two words of the descriptor at the tile's first byte
+  // The descriptor `units` x 16 bytes further on.
+  GDPA_HD unsigned long long at(unsigned units) const {
+    return (static_cast<unsigned long long>(hi) << 32) | (lo + units);
+  }
+};
+
+GDPA_HD WgmmaDescBase split_wgmma_desc(unsigned long long d) { return WgmmaDescBase{unsigned(d), unsigned(d >> 32)}; }
+
+// sw128_kmajor_desc(tile, rows, first_row, k) ==
+//     sw128_kmajor_base(tile + first_row * 128).at(sw128_kmajor_step(rows, k))
+// for every tile inside shared memory (verify/tests/test_smem_desc.cpp checks all of them).
+GDPA_HD WgmmaDescBase sw128_kmajor_base(unsigned tile_addr) {
+  return split_wgmma_desc(make_wgmma_desc(tile_addr, 16, kSw128AtomBytes, kWgmmaSwizzle128B));
+}
+GDPA_HD unsigned sw128_kmajor_step(int rows, int k_step) {
+  return (unsigned(k_step / 4) * unsigned(rows) * kSw128RowBytes + unsigned(k_step % 4) * 32u) >> 4;
+}
+
+// Likewise sw128_mnmajor_desc(tile, rows, k) == sw128_mnmajor_base(tile, rows).at(sw128_mnmajor_step(k)).
+GDPA_HD WgmmaDescBase sw128_mnmajor_base(unsigned tile_addr, int rows) {
+  return split_wgmma_desc(make_wgmma_desc(tile_addr, unsigned(rows) * kSw128RowBytes, kSw128AtomBytes, kWgmmaSwizzle128B));
+}
+GDPA_HD unsigned sw128_mnmajor_step(int k_step) { return (unsigned(k_step) * 16u * kSw128RowBytes) >> 4; }
+
 // Byte offset, inside a 128B-swizzled panel, of 16-bit element (row, col) with col < 64: the
 // 16-byte chunk index is XORed with row % 8 (what TMA writes and wgmma reads).
 GDPA_HD unsigned sw128_offset(int row, int col) {

@@ -378,10 +378,13 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
 // a [BlockM][D] tile (Q or dO) transposed: both operands K-major (D contiguous), D/16 wgmmas.
 template <int DTYPE, int D>
 __device__ __forceinline__ void issue_keys_x_tile(float (&acc)[32], unsigned kv_tile, int first_row, unsigned qd_tile) {
+  // Stepped descriptors (ptx/smem_desc.h): encoded once here, one add per wgmma below.
+  const WgmmaDescBase kv = sw128_kmajor_base(kv_tile + unsigned(first_row) * kSw128RowBytes);
+  const WgmmaDescBase qd = sw128_kmajor_base(qd_tile);
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
-    const unsigned long long a = sw128_kmajor_desc(kv_tile, kBwdBlockN, first_row, ks);
-    const unsigned long long b = sw128_kmajor_desc(qd_tile, kBwdBlockM, 0, ks);
+    const unsigned long long a = kv.at(sw128_kmajor_step(kBwdBlockN, ks));
+    const unsigned long long b = qd.at(sw128_kmajor_step(kBwdBlockM, ks));
     if (ks == 0)  // the first k16 slice overwrites the accumulator (scale-d is an immediate)
       ptx::Wgmma<64, DTYPE>::template ss<0, 0, 0>(acc, a, b);
     else
@@ -395,10 +398,11 @@ __device__ __forceinline__ void issue_keys_x_tile(float (&acc)[32], unsigned kv_
 // by ordinary moves at the start of a work tile, so no run-time scale-d is needed.
 template <int DTYPE, int D>
 __device__ __forceinline__ void issue_acc_rs(float (&acc)[D / 2], const unsigned (&a)[16], unsigned b_tile) {
+  const WgmmaDescBase b = sw128_mnmajor_base(b_tile, kBwdBlockM);
 #pragma unroll
   for (int kk = 0; kk < kBwdBlockM / 16; ++kk) {
     const unsigned frag[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
-    ptx::Wgmma<D, DTYPE>::template rs<1, 1>(acc, frag, sw128_mnmajor_desc(b_tile, kBwdBlockM, kk));
+    ptx::Wgmma<D, DTYPE>::template rs<1, 1>(acc, frag, b.at(sw128_mnmajor_step(kk)));
   }
 }
 
@@ -540,11 +544,12 @@ __device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, BwdB
   ptx::mbarrier_wait(&bars->ds_full[buf], unsigned(j / kBwdDsStages) & 1u);
   const unsigned a_tile = ds_tiles + buf * plan.ds_bytes;
   const unsigned b_tile = k_tile + chunk * kBwdBlockN * kSw128RowBytes;  // panel `chunk` of K
+  const WgmmaDescBase ad = sw128_mnmajor_base(a_tile, kBwdBlockN), bd = sw128_mnmajor_base(b_tile, kBwdBlockN);
   ptx::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kBwdBlockN / 16; ++kk) {
-    const unsigned long long a = sw128_mnmajor_desc(a_tile, kBwdBlockN, kk);
-    const unsigned long long b = sw128_mnmajor_desc(b_tile, kBwdBlockN, kk);
+    const unsigned long long a = ad.at(sw128_mnmajor_step(kk));
+    const unsigned long long b = bd.at(sw128_mnmajor_step(kk));
     if (kk == 0)
       ptx::Wgmma<64, DTYPE>::template ss<0, 1, 1>(dq, a, b);
     else

@@ -159,10 +159,13 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
 // S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S.
 template <int DTYPE, int D, int BN>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
+  // Stepped descriptors (ptx/smem_desc.h): encoded once here, one add per wgmma below.
+  const WgmmaDescBase qa = sw128_kmajor_base(q_tile + unsigned(q_first_row) * kSw128RowBytes);
+  const WgmmaDescBase kb = sw128_kmajor_base(k_tile);
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
-    const unsigned long long da = sw128_kmajor_desc(q_tile, kFwdBlockM, q_first_row, ks);
-    const unsigned long long db = sw128_kmajor_desc(k_tile, BN, 0, ks);
+    const unsigned long long da = qa.at(sw128_kmajor_step(kFwdBlockM, ks));
+    const unsigned long long db = kb.at(sw128_kmajor_step(BN, ks));
     if (ks == 0)
       ptx::Wgmma<BN, DTYPE>::template ss<0, 0, 0>(s, da, db);
     else
@@ -174,10 +177,11 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, in
 // ACCUMULATE = false starts O over (the tile's first block).
 template <int DTYPE, int D, int BN, bool ACCUMULATE>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile) {
+  const WgmmaDescBase vb = sw128_mnmajor_base(v_tile, BN);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
-    const unsigned long long db = sw128_mnmajor_desc(v_tile, BN, kk);
+    const unsigned long long db = vb.at(sw128_mnmajor_step(kk));
     if (!ACCUMULATE && kk == 0)
       ptx::Wgmma<D, DTYPE>::template rs<0, 1>(o, a, db);
     else

@@ -63,6 +63,36 @@ TEST_CASE("MN-major SW128 operand: LBO is the panel stride along N, k16 steps ar
   }
 }
 
+// The kernels encode a tile's descriptor once and step it (WgmmaDescBase::at): that must give the
+// bits of encoding every slice afresh, for every 1024-aligned tile whose slices lie inside the
+// 228 KB of shared memory an SM has.
+TEST_CASE("stepped descriptors equal freshly encoded ones for every tile in shared memory") {
+  constexpr unsigned kSmemBytes = 228u * 1024u;
+  int compared = 0;
+  for (int rows : {64, 128, 176}) {
+    const unsigned tile_bytes = 2u * unsigned(rows) * 128u;  // D = 128: two 64-column panels
+    for (unsigned tile = 0; tile + tile_bytes <= kSmemBytes; tile += 1024) {
+      for (int first_row : {0, 64}) {
+        if (first_row >= rows) continue;
+        const WgmmaDescBase base = sw128_kmajor_base(tile + unsigned(first_row) * 128u);
+        for (int ks = 0; ks < 8; ++ks) {
+          REQUIRE(base.at(sw128_kmajor_step(rows, ks)) == sw128_kmajor_desc(tile, rows, first_row, ks));
+          ++compared;
+        }
+      }
+      const WgmmaDescBase mn = sw128_mnmajor_base(tile, rows);
+      for (int kk = 0; kk < rows / 16; ++kk) {
+        REQUIRE(mn.at(sw128_mnmajor_step(kk)) == sw128_mnmajor_desc(tile, rows, kk));
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 4000);
+  // Past the 18-bit shared window the encoders wrap the address field and stepping would carry
+  // into LBO instead: the equality is a property of shared-memory addresses, not of any integer.
+  CHECK(sw128_kmajor_base(0x3FC00).at(sw128_kmajor_step(128, 7)) != sw128_kmajor_desc(0x3FC00, 128, 0, 7));
+}
+
 TEST_CASE("the 128-byte swizzle maps an 8 x 64 atom onto 1024 bytes one-to-one") {
   std::set<unsigned> seen;
   for (int r = 0; r < 8; ++r)
