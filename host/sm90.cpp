@@ -133,6 +133,8 @@ class Sm90Kernel final : public AttentionKernel {
     CUtensorMap tm_q = make_tensor_map_3d(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, sm90::kFwdBlockM);
     CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
     CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
+    // O is stored 64 rows (one consumer warpgroup's block) x 64 columns at a time (gdpa_fwd.cu).
+    CUtensorMap tm_o = make_tensor_map_3d(t.out, p.dtype, p.total_q(), p.heads_q, p.head_dim, 64);
     GdpaParams params = make_params(p, t);
     params.num_tiles = num_tiles_;  // the kernel reads the tile records, not params.tiles
     params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
@@ -141,7 +143,7 @@ class Sm90Kernel final : public AttentionKernel {
     shape.grid[0] = unsigned(ctas_);
     shape.block[0] = sm90::kFwdThreads;
     shape.dynamic_smem = smem_;
-    void* args[] = {&tm_q, &tm_k, &tm_v, &params};
+    void* args[] = {&tm_q, &tm_k, &tm_v, &tm_o, &params};
     launch(fwd_module_->function(), shape, stream, args);
   }
 

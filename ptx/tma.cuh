@@ -37,10 +37,12 @@ __device__ __forceinline__ void tma_load_3d(void* smem_dst, const TensorMap* map
 }
 
 // 3-D tile store from shared memory (rows past the tensor's extent are clipped by the hardware).
-__device__ __forceinline__ void tma_store_3d(const TensorMap* map, const void* smem_src, int c0, int c1, int c2) {
+// `smem_src` is a shared-window address (smem_addr). The issuing thread commits it to a bulk group
+// and must wait for that group (bulk_wait_group_read) before the buffer is written again.
+__device__ __forceinline__ void tma_store_3d(const TensorMap* map, unsigned smem_src, int c0, int c1, int c2) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(
                    reinterpret_cast<unsigned long long>(map)),
-               "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(smem_src))
+               "r"(c0), "r"(c1), "r"(c2), "r"(smem_src)
                : "memory");
 }
 

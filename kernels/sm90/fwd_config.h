@@ -54,16 +54,15 @@ constexpr int kFwdTileReusesKv = 1;
 // wgmma descriptors assume base offset 0.
 struct FwdSmemPlan {
   int q_bytes, kv_bytes;           // one Q stage, one K (or V) stage
-  int o_row_bytes, o_bytes;        // one consumer's O staging: 64 rows, padded (see below)
+  int o_bytes;                     // one consumer's O staging: 64 rows (see below)
   int q_off, k_off, v_off, o_off, bar_off, total;
 };
 
-// O leaves through shared memory so that global stores are whole 16-byte chunks of whole rows:
-// stored straight from the accumulator fragment, each warp store would cover 8 rows x 16 bytes,
-// half of every 32-byte sector (ncu: 50 % excess sectors, the forward's largest stall). The
-// staging rows are not padded (at D = 128 the 2 KB of padding would pass the 227 KB limit); the
-// 16-byte chunk index is XORed with row % 8 instead (fragments.cuh store_rows_staged).
-GDPA_HD constexpr int fwd_o_row_bytes(int head_dim) { return head_dim * 2; }
+// O leaves through shared memory: stored straight from the accumulator fragment, each warp store
+// would cover 8 rows x 16 bytes, half of every 32-byte sector (ncu: 50 % excess sectors, the
+// forward's largest stall). The staging buffer holds the warpgroup's 64 rows as D / 64 panels of
+// [64 rows][128 B] in the 128-byte swizzle, the source layout of the TMA store (gdpa_fwd.cu,
+// store_o_block); the swizzle also keeps the fragment's shared-memory stores free of conflicts.
 
 GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_stages) {
   FwdSmemPlan s{};
@@ -72,8 +71,7 @@ GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_sta
   s.q_off = 0;
   s.k_off = s.q_off + q_stages * s.q_bytes;
   s.v_off = s.k_off + kFwdKvStages * s.kv_bytes;
-  s.o_row_bytes = fwd_o_row_bytes(head_dim);
-  s.o_bytes = 64 * s.o_row_bytes;
+  s.o_bytes = 64 * head_dim * 2;
   s.o_off = s.v_off + kFwdKvStages * s.kv_bytes;
   s.bar_off = s.o_off + kFwdConsumerWarpgroups * s.o_bytes;
   s.total = s.bar_off + 8 * (2 * q_stages + 4 * kFwdKvStages);

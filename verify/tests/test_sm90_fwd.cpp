@@ -1,5 +1,5 @@
 // The Hopper forward kernel without a GPU: its shared-memory plan, NVRTC compilation of its
-// variants for sm_90a, and the SASS the design promises (HGMMA, UTMALDG, SYNCS, USETMAXREG, no
+// variants for sm_90a, and the SASS the design promises (HGMMA, UTMALDG, UTMASTG, SYNCS, USETMAXREG, no
 // local-memory spills).
 #include <doctest/doctest.h>
 
@@ -27,6 +27,8 @@ TEST_CASE("sm90 forward shared-memory plan: 1024-aligned tiles, fits the 227 KB 
       CHECK(s.k_off % 1024 == 0);
       CHECK(s.v_off % 1024 == 0);
       CHECK(s.k_off - s.q_off == sm90::fwd_q_stages(flags) * sm90::kFwdBlockM * d * 2);
+      CHECK(s.o_off % 1024 == 0);  // the O staging panels are TMA store sources in the 128-byte swizzle
+      CHECK(s.o_bytes == 64 * d * 2);
       CHECK(s.bar_off % 8 == 0);
       CHECK(sm90::fwd_smem_request(d, sm90::fwd_block_n(d), flags) <= 227 * 1024);
     }
@@ -52,7 +54,7 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
   // mixed fast_gelu at D = 128 keeps one per-tile predicate (the outer-pipeline test) in local
   // memory: one store and one load per tile.
   const V variants[] = {{kBF16, 128, kFastGelu, kMaskNone, 0, -1},  {kFP16, 64, kSilu, kMaskCausal, 0, -1},
-                        {kBF16, 128, kGeluPoly, kMaskWindow, 8, -1}, {kBF16, 128, kFastGelu, kMaskNone, 2, 4},
+                        {kBF16, 128, kGeluPoly, kMaskWindow, 10, -1}, {kBF16, 128, kFastGelu, kMaskNone, 2, 4},
                         {kBF16, 64, kFastGelu, kMaskCausal, 0, 6}};
   for (const V& v : variants) {
     p.dtype = v.dt;
@@ -71,6 +73,7 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
     CHECK(count_of(sass, "HGMMA.64x") >= 16);
     CHECK(count_of(sass, "UTMALDG.3D") >= 3);
+    CHECK(count_of(sass, "UTMASTG.3D") >= 2);  // O leaves by TMA stores (store_o_block)
     CHECK(count_of(sass, "SYNCS.PHASECHK") >= 4);
     CHECK(count_of(sass, "SYNCS.ARRIVE") >= 2);
     CHECK(count_of(sass, "USETMAXREG") >= 2);
