@@ -144,11 +144,14 @@ class Sm90BackwardImpl final : public Sm90Backward {
       CUtensorMap tm_do = make_tensor_map_3d(t.dout, p.dtype, rows_q, p.heads_q, p.head_dim, sm90::kBwdBlockM);
       CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kBwdBlockN);
       CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kBwdBlockN);
+      // dK and dV leave 64 key rows (one consumer warpgroup's) x 64 columns per TMA store.
+      CUtensorMap tm_dk = make_tensor_map_3d(t.dk, p.dtype, p.total_k(), p.heads_kv, p.head_dim, 64);
+      CUtensorMap tm_dv = make_tensor_map_3d(t.dv, p.dtype, p.total_k(), p.heads_kv, p.head_dim, 64);
       LaunchShape shape;
       shape.grid[0] = persistent_grid(size_t(num_tiles_), sms_);
       shape.block[0] = sm90::kBwdThreads;
       shape.dynamic_smem = smem_;
-      void* args[] = {&tm_q, &tm_k, &tm_v, &tm_do, &params};
+      void* args[] = {&tm_q, &tm_k, &tm_v, &tm_do, &tm_dk, &tm_dv, &params};
       launch(main_->function(), shape, stream, args);
     }
     if (p.total_q() > 0) {

@@ -59,6 +59,7 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
+#include "epilogue.cuh"
 #include "fragments.cuh"
 #include "pipeline.cuh"
 
@@ -680,7 +681,8 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 // both warpgroups stored their halves; a dQ job of step j waits parity (j / S) & 1. No barrier can
 // run two phases ahead of a waiter, since each phase needs that waiter's own arrivals.
 template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
-__device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsigned char* smem) {
+__device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const ptx::TensorMap* tm_dk,
+                                             const ptx::TensorMap* tm_dv, unsigned char* smem) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr bool kDefer = (FLAGS & kBwdDeferDq) != 0;
   constexpr bool kUnitScale = (FLAGS & kBwdUnitLogitScale) != 0;  // the host checked logit_scale == 1
@@ -866,23 +868,26 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, unsign
 
     // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
     // dV and dK leave through this warpgroup's dQ staging buffer (free once the writer has read
-    // our last job), so each global store is a whole 16-byte chunk of a row: stored straight from
-    // the fragment, a warp's store would touch 8 rows x 16 bytes, half of each 32-byte sector.
+    // our last job) and the TMA unit (epilogue.cuh), one after the other.
     const int4 w = reinterpret_cast<const int4*>(p.tiles)[it];  // {batch, KV head, KV tile, work}
     const int n0 = ts.n0, rows_valid = ts.len_k - n0 - 64 * cw;
     const int k_row = p.cu_seqlens_k[w.x] + n0;
     const int tid = int(threadIdx.x) - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
     const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
     bwd_wait_staging_idle<D>(bars, cw, step);
-    store_rows_staged<DTYPE, D>(dv, stage, D * 2, out_rows(p.dv, k_row, w.y), int(k_stride), rows_valid,
-                                (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
-    store_rows_staged<DTYPE, D>(dk, stage, D * 2, out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid,
-                                p.logit_scale * p.out_scale, f, tid, bar);
-    ptx::named_barrier_sync(bar, 128);  // all reads of the staged dK done before a dQ job overwrites it
+    store_block_tma<DTYPE, D>(dv, stage, tm_dv, w.y, k_row + 64 * cw, out_rows(p.dv, k_row, w.y), int(k_stride),
+                              rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
+    store_block_tma<DTYPE, D>(dk, stage, tm_dk, w.y, k_row + 64 * cw, out_rows(p.dk, k_row, w.y), int(k_stride),
+                              rows_valid, p.logit_scale * p.out_scale, f, tid, bar);
+    // All reads of the staged dK (threads' or the TMA unit's) done before a dQ job overwrites it.
+    if (tid == 0) ptx::bulk_wait_group_read<0>();
+    ptx::named_barrier_sync(bar, 128);
   }
   // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.
   bwd_wait_staging_idle<D>(bars, cw, step);
+  // The last dK / dV TMA stores must be complete before the CTA goes away.
+  if (threadIdx.x == 128 * (cw + 1)) ptx::bulk_wait_group<0>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -892,6 +897,7 @@ template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     gdpa_bwd(const __grid_constant__ ptx::TensorMap tm_q, const __grid_constant__ ptx::TensorMap tm_k,
              const __grid_constant__ ptx::TensorMap tm_v, const __grid_constant__ ptx::TensorMap tm_do,
+             const __grid_constant__ ptx::TensorMap tm_dk, const __grid_constant__ ptx::TensorMap tm_dv,
              const __grid_constant__ GdpaParams p) {
   static_assert(D == 64 || D == 128, "head dim");
   static_assert(DTYPE == kBF16 || DTYPE == kFP16, "16-bit io dtypes only");
@@ -903,6 +909,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
                 "128B-swizzled tiles must start on 1024-byte boundaries");
   static_assert(plan.dq_off % 16 == 0 && plan.partial_off % 16 == 0 && kBwdDqJobBytes % 16 == 0,
                 "bulk copies need 16-byte alignment");
+  static_assert(plan.dq_off % 1024 == 0 && kBwdDqJobBytes % 1024 == 0 && 64 * D * 2 <= kBwdDqJobBytes,
+                "the staging buffers hold a 64 x D block of 128B-swizzled panels for the dK / dV TMA stores");
   static_assert(plan.bar_off % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(sizeof(BwdBarriers) <= size_t(plan.total - plan.bar_off), "barrier block fits the plan");
 
@@ -945,6 +953,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::prefetch_tensormap(&tm_k);
         ptx::prefetch_tensormap(&tm_v);
         ptx::prefetch_tensormap(&tm_do);
+        ptx::prefetch_tensormap(&tm_dk);
+        ptx::prefetch_tensormap(&tm_dv);
         bwd_producer<D, MASK>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
       }
     } else if (warp == 1) {
@@ -952,7 +962,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();
-    bwd_consumer<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, smem);
+    bwd_consumer<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, &tm_dk, &tm_dv, smem);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "../../ptx/smem_desc.h"
 #include "../../ptx/tma.cuh"
 #include "../../ptx/wgmma.cuh"
+#include "epilogue.cuh"
 #include "fragments.cuh"
 #include "fwd_config.h"
 #include "pipeline.cuh"
@@ -195,55 +196,6 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[
     issue_pv<DTYPE, D, BN, true>(o, p, v_tile);
   else
     issue_pv<DTYPE, D, BN, false>(o, p, v_tile);
-}
-
-// ---- epilogue: O leaves through shared memory and the TMA unit --------------------------------
-// The warpgroup's 64 x D block of O is staged as D/64 panels of [64 rows][128 B] in the 128-byte
-// swizzle (16-byte chunk index XOR row % 8: a warp's fragment stores hit 32 different banks), the
-// layout the O tensor map's 64 x 64 box reads. A block whose 64 rows all lie inside the sequence
-// then leaves as one TMA store per panel, issued by one thread: the other 127 only store to shared
-// memory, and the copy to global memory runs while the warpgroup goes on with the next tile. TMA
-// writes whole boxes (it clips only at the tensor's end, not at a sequence's), so the block that
-// holds a sequence's last rows is copied by the threads, row by row, as whole 16-byte chunks.
-GDPA_DEVICE unsigned o_panel_offset(int row, int col) {
-  return unsigned((col >> 6) * 64 * kSw128RowBytes) + sw128_offset(row, col & 63);
-}
-
-template <int DTYPE, int D>
-__device__ __forceinline__ void store_o_block(const float (&o)[D / 2], unsigned staging, const ptx::TensorMap* tm_o,
-                                              int head, int q_row, unsigned short* rows, int row_stride,
-                                              int rows_valid, float scale, const FragThread& f, int tid, int bar) {
-  // The previous block's TMA stores must have read the buffer: their issuer waits, then everyone.
-  if (tid == 0) ptx::bulk_wait_group_read<0>();
-  ptx::named_barrier_sync(bar, 128);
-#pragma unroll
-  for (int i = 0; i < D / 4; ++i)
-    ptx::st_shared_u32(staging + o_panel_offset(pair_row(f, i), pair_col(f, i)),
-                       pack2<DTYPE>(o[2 * i] * scale, o[2 * i + 1] * scale));
-  if (rows_valid >= 64) {
-    ptx::fence_proxy_async_smem();  // generic stores -> the TMA unit (async proxy)
-    ptx::named_barrier_sync(bar, 128);
-    if (tid == 0) {
-#pragma unroll
-      for (int panel = 0; panel < D / 64; ++panel)
-        ptx::tma_store_3d(tm_o, staging + panel * 64 * kSw128RowBytes, panel * 64, head, q_row);
-      ptx::bulk_commit_group();
-    }
-  } else {
-    ptx::named_barrier_sync(bar, 128);
-    // Thread tid moves chunk c of rows r, r + R, ... (R = 128 / chunks per row, a multiple of 8, so
-    // the swizzle term row % 8 is the same in every pass: one address and a constant step).
-    constexpr int kChunksPerRow = D * 2 / 16;
-    constexpr int kRowsPerPass = 128 / kChunksPerRow;
-    const int r = tid / kChunksPerRow, c = tid % kChunksPerRow;
-    const unsigned src = staging + o_panel_offset(r, 8 * c);
-    unsigned short* dst = rows + (long long)r * row_stride + 8 * c;
-#pragma unroll
-    for (int k = 0; k < 64 / kRowsPerPass; ++k)
-      if (r + k * kRowsPerPass < rows_valid)
-        *reinterpret_cast<uint4*>(dst + (long long)k * kRowsPerPass * row_stride) =
-            ptx::ld_shared_u128(src + k * kRowsPerPass * kSw128RowBytes);
-  }
 }
 
 // Pingpong turn-taking: wait for my turn before issuing a GEMM batch, hand the turn over after.
@@ -440,7 +392,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-      store_o_block<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(), cur.q_row + 64 * cw,
+      store_block_tma<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(), cur.q_row + 64 * cw,
                               out_rows(), row_stride, cur.len_q - row0,
                               kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f, int(threadIdx.x) - 128 * (cw + 1),
                               kBarEpilogueBase + cw);

@@ -70,6 +70,7 @@ void compile_clean(const std::vector<KernelSource>& sources) {
     CHECK(count_of(sass, ".tnspA.tnspB") >= 8);   // dQ = dS K: M-major dS^T, N-major K
     CHECK(count_of(sass, "UTMALDG.3D") >= 4);     // Q, dO, K, V
     CHECK(count_of(sass, "UBLKRED") >= 1);        // the dQ bulk reduce-add
+    CHECK(count_of(sass, "UTMASTG.3D") >= 2);     // dK and dV leave by TMA stores (epilogue.cuh)
     CHECK(count_of(sass, "USETMAXREG") == 2);     // producer dec, consumers inc
     CHECK(count_of(sass, "SYNCS.PHASECHK") >= 6);
     CHECK(count_of(sass, "LDL") == 0);

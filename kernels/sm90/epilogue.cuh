@@ -1,0 +1,70 @@
+// epilogue.cuh — how a consumer warpgroup's 64-row block of an output (the forward's O, the
+// backward's dK and dV) leaves the kernel: through shared memory and the TMA unit.
+//
+// The 64 x D block is staged as D/64 panels of [64 rows][128 B] in the 128-byte swizzle (16-byte
+// chunk index XOR row % 8: a warp's fragment stores hit 32 different banks), the layout a tensor
+// map with a 64 x 64 box and CU_TENSOR_MAP_SWIZZLE_128B reads. A block whose 64 rows all lie inside
+// the sequence then leaves as one TMA store per panel, issued by one thread: the other 127 only
+// store to shared memory, and the copy to global memory runs while the warpgroup goes on. Stored
+// straight from the accumulator fragment instead, each warp store would cover 8 rows x 16 bytes,
+// half of every 32-byte sector. TMA writes whole boxes (it clips only at the tensor's end, not at a
+// sequence's), so the block that holds a sequence's last rows is copied by the threads, row by row,
+// as whole 16-byte chunks.
+#pragma once
+#include "../../ptx/common.cuh"
+#include "../../ptx/fence.cuh"
+#include "../../ptx/smem_desc.h"
+#include "../../ptx/tma.cuh"
+#include "fragments.cuh"
+
+namespace gdpa::sm90 {
+
+// Byte offset of element (row, col) of a staged block (the staging buffer must be 1024-aligned).
+GDPA_DEVICE unsigned staged_panel_offset(int row, int col) {
+  return unsigned((col >> 6) * 64 * kSw128RowBytes) + sw128_offset(row, col & 63);
+}
+
+// out(row, :) = round(acc(row, :) * scale) for rows [0, rows_valid) of the block whose first row is
+// `first_row` of the tensor map's row dimension (head `head`); `rows` points at its element (0, 0)
+// for the threads' copy of a partial block. `tid` is 0..127 in the warpgroup, `bar` a named barrier
+// of the warpgroup's. Thread 0 issues the TMA stores; the buffer is free again once it has waited
+// for them (cp.async.bulk.wait_group.read), which the next call does first. Before the CTA exits,
+// thread 0 must wait for the stores to complete (ptx::bulk_wait_group<0>).
+template <int DTYPE, int D>
+__device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsigned staging, const ptx::TensorMap* map,
+                                                int head, int first_row, unsigned short* rows, int row_stride,
+                                                int rows_valid, float scale, const FragThread& f, int tid, int bar) {
+  // The previous block's TMA stores must have read the buffer: their issuer waits, then everyone.
+  if (tid == 0) ptx::bulk_wait_group_read<0>();
+  ptx::named_barrier_sync(bar, 128);
+#pragma unroll
+  for (int i = 0; i < D / 4; ++i)
+    ptx::st_shared_u32(staging + staged_panel_offset(pair_row(f, i), pair_col(f, i)),
+                       pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale));
+  if (rows_valid >= 64) {
+    ptx::fence_proxy_async_smem();  // generic stores -> the TMA unit (async proxy)
+    ptx::named_barrier_sync(bar, 128);
+    if (tid == 0) {
+#pragma unroll
+      for (int panel = 0; panel < D / 64; ++panel)
+        ptx::tma_store_3d(map, staging + panel * 64 * kSw128RowBytes, panel * 64, head, first_row);
+      ptx::bulk_commit_group();
+    }
+  } else {
+    ptx::named_barrier_sync(bar, 128);
+    // Thread tid moves chunk c of rows r, r + R, ... (R = 128 / chunks per row, a multiple of 8, so
+    // the swizzle term row % 8 is the same in every pass: one address and a constant step).
+    constexpr int kChunksPerRow = D * 2 / 16;
+    constexpr int kRowsPerPass = 128 / kChunksPerRow;
+    const int r = tid / kChunksPerRow, c = tid % kChunksPerRow;
+    const unsigned src = staging + staged_panel_offset(r, 8 * c);
+    unsigned short* dst = rows + (long long)r * row_stride + 8 * c;
+#pragma unroll
+    for (int k = 0; k < 64 / kRowsPerPass; ++k)
+      if (r + k * kRowsPerPass < rows_valid)
+        *reinterpret_cast<uint4*>(dst + (long long)k * kRowsPerPass * row_stride) =
+            ptx::ld_shared_u128(src + k * kRowsPerPass * kSw128RowBytes);
+  }
+}
+
+}  // namespace gdpa::sm90
