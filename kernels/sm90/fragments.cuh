@@ -1,5 +1,6 @@
 // fragments.cuh — what one thread holds of a wgmma accumulator, and the element-wise work done on
-// it in registers: S -> P (activation, mask, pack to the A-operand layout) and the O epilogue.
+// it in registers: S -> P (activation, mask, pack to the A-operand layout) and row stores of a
+// fragment (zeros, and the staged dQ rows of the backward; O, dK and dV: epilogue.cuh).
 //
 // Accumulator layout of m64nN (PTX ISA, "wgmma .m64nNk16 accumulator D"): warp w of the warpgroup
 // owns rows 16w .. 16w+15; lane = 4 * g + t. Register r holds
@@ -196,24 +197,10 @@ GDPA_DEVICE void softmax_normalize(float (&o)[D / 2], const SoftmaxRows& r) {
 }
 
 // Stores a 64 x D fp32 accumulator (times `scale`) as 16-bit values to rows [0, rows_valid) of a
-// row-major global tensor whose rows are `row_stride` elements apart. Rows past a sequence end
-// belong to the next sequence and are never written.
-template <int DTYPE, int D>
-GDPA_DEVICE void store_rows(const float (&o)[D / 2], unsigned short* base, int row_stride, int rows_valid,
-                            float scale, const FragThread& f) {
-#pragma unroll
-  for (int i = 0; i < D / 4; ++i) {
-    const int row = pair_row(f, i);
-    if (row < rows_valid) {
-      const unsigned v = pack2<DTYPE>(o[2 * i] * scale, o[2 * i + 1] * scale);
-      *reinterpret_cast<unsigned*>(base + (long long)row * row_stride + pair_col(f, i)) = v;
-    }
-  }
-}
-
-// Same result as store_rows, through a shared-memory staging buffer of 64 rows of `row_bytes`
-// bytes: the fragment is written there, the warpgroup syncs on named barrier `bar`, and each
-// thread then moves whole 16-byte chunks, so a warp writes two complete rows per instruction.
+// row-major global tensor whose rows are `row_stride` elements apart (rows past a sequence's end
+// belong to the next sequence and are never written), through a shared-memory staging buffer of
+// 64 rows of `row_bytes` bytes: the fragment is written there, the warpgroup syncs on named
+// barrier `bar`, and each thread then moves whole 16-byte chunks, so a warp writes whole rows.
 // `tid` is the thread's index in the warpgroup. Chunk c of row r sits at chunk c ^ (r % 8): the
 // fragment's 8 rows x 4 column pairs then hit 32 different banks although rows are 256 bytes.
 GDPA_DEVICE unsigned staged_offset(int row, int col, int row_bytes) {
