@@ -123,7 +123,8 @@ GDPA_HD void bwd_query_interval(int mask_kind, int key, int len_q, int len_k, in
 //   Q, dO       kBwdQStages tiles of [BlockM][D] each, panels of [BlockM][128 B]
 //   dS^T        kBwdDsStages tiles of [BlockN keys][BlockM queries]: 64 queries = one 128-byte row
 //   dQ staging  one 16 KB job buffer per consumer warpgroup (read by the bulk reduce; at the end of
-//               a work tile it also stages the warpgroup's dV and dK rows for coalesced stores)
+//               a work tile it also stages the warpgroup's dV and dK blocks for their TMA stores,
+//               epilogue.cuh)
 //   dQ partial  one 16 KB buffer per consumer warpgroup: the accumulator's partial sum of a block
 //               the warpgroup finishes (kBwdDqFinish). At D = 128 this uses up the 227 KB.
 struct BwdSmemPlan {

@@ -10,7 +10,8 @@
 //       O  += P_{j-1} V_{j-1}    (wgmma, P from registers: the S accumulator repacked, no smem trip)
 //       P_j = act(S_j)           (in registers, under the PV GEMM: intra-warpgroup overlap)
 //     and the two consumers take turns issuing GEMMs (pingpong), so one's activation runs while
-//     the other's GEMMs keep the tensor cores busy.
+//     the other's GEMMs keep the tensor cores busy. A consumer's 64 rows of O leave through
+//     shared memory by TMA store (epilogue.cuh).
 // There is no softmax: no row max, no row sum, no rescaling of O. Those registers pay for the
 // second P buffer that lets P_j be computed while P_{j-1} is still being read by the tensor cores.
 //
