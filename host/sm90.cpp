@@ -127,6 +127,7 @@ class Sm90Kernel final : public AttentionKernel {
 
   void forward(const DeviceTensors& t, CUstream stream) override {
     if (num_tiles_ == 0) return;  // every sequence has Lq = 0: nothing to write
+    require_16_byte_aligned(t, false, "sm90 forward");
     const ProblemDesc& p = desc_;
     const int bn = sm90::fwd_block_n(p.head_dim);
     // Encoding a descriptor is host-only work (no device call) and costs about a microsecond.

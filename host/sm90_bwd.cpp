@@ -120,6 +120,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
 
   void run(const DeviceTensors& t, CUstream stream) override {
     if (!main_) throw CudaError("sm90 backward: run() before prepare()");
+    require_16_byte_aligned(t, true, "sm90 backward");
     const ProblemDesc& p = desc_;
     // Non-deterministic: the kernel only adds (bulk reduce) and dq_convert reads every slot, so the
     // accumulator starts at zero. Deterministic: the first contributor of each block stores and

@@ -35,6 +35,24 @@ int swizzle_span_bytes(CUtensorMapSwizzle s) {
   }
 }
 
+void require_16_byte_aligned(const DeviceTensors& t, bool backward, const std::string& who) {
+  struct Named {
+    const char* name;
+    CUdeviceptr ptr;
+  };
+  const Named fwd[] = {{"Q", t.q}, {"K", t.k}, {"V", t.v}, {"O", t.out}};
+  const Named bwd[] = {{"Q", t.q}, {"K", t.k}, {"V", t.v}, {"dO", t.dout}, {"dQ", t.dq}, {"dK", t.dk}, {"dV", t.dv}};
+  auto check = [&](const Named& n) {
+    if (n.ptr % 16)
+      throw ProblemError(who + ": " + n.name + " at " + hex(n.ptr) +
+                         " is not 16-byte aligned (TMA and 16-byte vector accesses need it)");
+  };
+  if (backward)
+    for (const Named& n : bwd) check(n);
+  else
+    for (const Named& n : fwd) check(n);
+}
+
 void check_tensor_map_args(const TensorMapArgs& a) {
   if (a.rank < 1 || a.rank > 5) fail("rank " + str(a.rank) + " is outside 1..5");
   if (a.base % 16) fail("base address " + hex(a.base) + " is not 16-byte aligned");

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "kernel_api.h"
 #include "problem.h"
 
 namespace gdpa {
@@ -43,6 +44,11 @@ int swizzle_span_bytes(CUtensorMapSwizzle s);
 TensorMapArgs tensor_map_args_3d(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
                                  int box_rows, int box_cols = 64,
                                  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
+
+// The Hopper kernels read and write every io tensor with TMA or 16-byte vector accesses, so each
+// must start on a 16-byte boundary. Throws one ProblemError naming the first tensor that does not
+// (`who` prefixes the message, e.g. "sm90 forward"); the backward also covers dO, dQ, dK and dV.
+void require_16_byte_aligned(const DeviceTensors& t, bool backward, const std::string& who);
 
 // Row-major [rows, cols] fp32 matrix (e.g. the dQ accumulator viewed as [total_q, heads * D]).
 TensorMapArgs tensor_map_args_2d_f32(CUdeviceptr base, int64_t rows, int64_t cols, int box_rows,

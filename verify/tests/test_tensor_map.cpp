@@ -99,6 +99,39 @@ TEST_CASE("hardware rules are checked without a GPU, one line each") {
   CHECK(swizzle_span_bytes(CU_TENSOR_MAP_SWIZZLE_128B) == 128);
 }
 
+TEST_CASE("every tensor a Hopper kernel touches must be 16-byte aligned, and the error names it") {
+  DeviceTensors t;
+  t.q = 0x10000;
+  t.k = 0x20000;
+  t.v = 0x30000;
+  t.out = 0x40000;
+  t.dout = 0x50000;
+  t.dq = 0x60000;
+  t.dk = 0x70000;
+  t.dv = 0x80000;
+  CHECK_NOTHROW(require_16_byte_aligned(t, false, "sm90 forward"));
+  CHECK_NOTHROW(require_16_byte_aligned(t, true, "sm90 backward"));
+  auto message = [](const DeviceTensors& bad, bool backward) {
+    try {
+      require_16_byte_aligned(bad, backward, "sm90");
+    } catch (const ProblemError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  DeviceTensors bad = t;
+  bad.out += 2;  // one bf16 element off
+  CHECK(message(bad, false).find("O at 0x40002 is not 16-byte aligned") != std::string::npos);
+  CHECK(message(bad, true) == "no error");  // the backward does not touch O
+  bad = t;
+  bad.dq += 8;
+  CHECK(message(bad, true).find("dQ at 0x60008") != std::string::npos);
+  CHECK(message(bad, false) == "no error");
+  bad = t;
+  bad.k += 4;
+  CHECK(message(bad, false).find("sm90: K at") == 0);
+}
+
 TEST_CASE("encoding without a driver fails cleanly") {
   std::string why;
   if (gpu_available(&why)) return;  // covered by the gpu suite below
