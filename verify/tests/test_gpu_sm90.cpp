@@ -67,6 +67,17 @@ Grads sm90_backward_once(const Sm90Options& opt, const ProblemDesc& p, DevicePro
   return g;
 }
 
+// Two backward configurations that must agree bit for bit: both run on the inputs in `dp`, and
+// dQ (checked complete), dK and dV are compared.
+void check_same_backward_bits(const Sm90Options& a_opt, const Sm90Options& b_opt, const ProblemDesc& p,
+                              DeviceProblem& dp, const Context& ctx) {
+  const Grads a = sm90_backward_once(a_opt, p, dp, ctx), b = sm90_backward_once(b_opt, p, dp, ctx);
+  CHECK(a.dq.size() == size_t(p.total_q()) * p.heads_q * p.head_dim);
+  CHECK(a.dq == b.dq);
+  CHECK(a.dk == b.dk);
+  CHECK(a.dv == b.dv);
+}
+
 }  // namespace
 
 TEST_SUITE("gpu") {
@@ -129,11 +140,8 @@ TEST_SUITE("gpu") {
       DeviceProblem dp(p, make_inputs(p, 94, true), true);
       Sm90Options plain;  // deterministic dQ (the default), so dQ can be compared bit for bit
       plain.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdHalfFold;
-      const Grads a = sm90_backward_once(Sm90Options{}, p, dp, ctx), b = sm90_backward_once(plain, p, dp, ctx);
       CAPTURE(activation_name(act));
-      CHECK(a.dv == b.dv);
-      CHECK(a.dk == b.dk);
-      CHECK(a.dq == b.dq);
+      check_same_backward_bits(Sm90Options{}, plain, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 backward: finishing dQ blocks in the kernel gives the bits of dq_convert") {
@@ -153,13 +161,9 @@ TEST_SUITE("gpu") {
         Sm90Options finish, convert;  // explicit flags: the default leaves the finish off at a mean Lk > 384
         finish.bwd_flags = sm90::kBwdDefaultFlags;
         convert.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
-        const Grads a = sm90_backward_once(finish, p, dp, ctx), b = sm90_backward_once(convert, p, dp, ctx);
         CAPTURE(d);
         CAPTURE(int(mask));
-        CHECK(a.dq.size() == size_t(p.total_q()) * p.heads_q * p.head_dim);
-        CHECK(a.dq == b.dq);
-        CHECK(a.dk == b.dk);
-        CHECK(a.dv == b.dv);
+        check_same_backward_bits(finish, convert, p, dp, ctx);
       }
     }
   }
