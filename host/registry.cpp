@@ -46,12 +46,6 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "softmax";
     return make_sm90_kernel(o);
   }
-  if (name == "sm90-wide" || name == "sm90-narrow") {  // forward BlockN = 160 always / never (kFwdWide)
-    Sm90Options o;
-    o.wide = name == "sm90-wide" ? 1 : 0;
-    o.label = name.substr(5);
-    return make_sm90_kernel(o);
-  }
   if (name == "sm90-dq-finish-always") {  // backward: kBwdDqFinish also where the default leaves it off
     Sm90Options o;
     o.bwd_flags = sm90::kBwdDefaultFlags;  // explicit flags bypass the default's mean-Lk rule
@@ -87,14 +81,13 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
       return make_sm90_kernel(o);
     }
   }
-  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-wide, sm90-narrow, sm90-<ablation>, sm90-act-mix0..16)");
+  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16)");
 }
 
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-dq-finish-always", "sm90-softmax", "sm90-act-mix4",
-                                "sm90-wide", "sm90-narrow"};
+  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-dq-finish-always", "sm90-softmax", "sm90-act-mix4"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

@@ -17,41 +17,11 @@ namespace gdpa {
 
 namespace {
 
-// Keys the forward's query tiles visit with BlockN = bn, each tile's key range rounded out to whole
-// blocks (what the tensor cores compute).
-long long padded_keys(const ProblemDesc& p, int bn) {
-  const int bm = sm90::kFwdBlockM;
-  long long keys = 0;
-  for (int b = 0; b < p.batch(); ++b) {
-    const int lq = p.len_q(b), lk = p.len_k(b);
-    for (int m0 = 0; m0 < lq; m0 += bm) {
-      int first = 0, last = 0;
-      mask_key_range(p.mask, m0, std::min(m0 + bm, lq), lq, lk, p.window_left, p.window_right, &first, &last);
-      if (last > first) keys += (long long)((last + bn - 1) / bn - first / bn) * bn;
-    }
-  }
-  return keys;
-}
-
-}  // namespace
-
-bool sm90_forward_wide_pays(const ProblemDesc& p) {
-  // Measured with fast_gelu at D = 128 only (experiments/PERF_NOTES.md). The slower activations'
-  // wide variants (erf / accurate-tanh GELU, fast_gelu_bf16, fast_silu) spill a few registers.
-  if (p.head_dim != 128 || p.activation != kFastGelu) return false;
-  const long long narrow = padded_keys(p, sm90::fwd_block_n(0)), wide = padded_keys(p, sm90::fwd_block_n(sm90::kFwdWide));
-  return narrow > 0 && double(wide) <= double(narrow) * sm90::kFwdWideMaxPadding;
-}
-
-namespace {
-
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
-// multiply before the activation; BlockN = 160 where it pads the keys little (opt.wide < 0) or
-// where asked (opt.wide > 0).
+// multiply before the activation.
 int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags : o.fwd_flags;
   if (o.softmax) f |= sm90::kFwdSoftmax;
-  if (!o.softmax && (o.wide > 0 || (o.wide < 0 && sm90_forward_wide_pays(p)))) f |= sm90::kFwdWide;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
   return o.softmax ? f : sm90_with_act_mix(f, o, p, false);
 }
@@ -68,8 +38,8 @@ KernelSource fwd_source(const ProblemDesc& p, int flags) {
 // Host-side tile records (kernels/sm90/fwd_config.h): geometry from the offsets and the mask, and
 // whether the tile can read the K/V its CTA's previous tile left in the ring (same keys of the same
 // KV head, few enough blocks to stay resident).
-std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, int bn, bool kv_reuse) {
-  const int bm = sm90::kFwdBlockM;
+std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, bool kv_reuse) {
+  const int bm = sm90::kFwdBlockM, bn = sm90::fwd_block_n(p.head_dim);
   std::vector<sm90::FwdTileRecord> r(s.tiles.size());
   for (int c = 0; c < s.ctas(); ++c) {
     for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
@@ -136,16 +106,16 @@ class Sm90Kernel final : public AttentionKernel {
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
     // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
     const int resident = (flags & sm90::kFwdKvReuse) ? sm90::kFwdKvStages : 0;
-    block_n_ = sm90::fwd_block_n(flags);
-    const CtaSchedule sched = build_forward_schedule(p, sm90::kFwdBlockM, block_n_, opt_.policy, sms_, resident);
+    const CtaSchedule sched = build_forward_schedule(p, sm90::kFwdBlockM, sm90::fwd_block_n(p.head_dim), opt_.policy,
+                                                     sms_, resident);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
     cta_begin_.upload(sched.cta_begin);
-    const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, block_n_, (flags & sm90::kFwdKvReuse) != 0);
+    const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, (flags & sm90::kFwdKvReuse) != 0);
     records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
     if (!records.empty()) records_.upload(records);
-    smem_ = size_t(sm90::fwd_smem_request(p.head_dim, flags));
+    smem_ = size_t(sm90::fwd_smem_request(p.head_dim, sm90::fwd_block_n(p.head_dim), flags));
     if (smem_ > size_t(dev.max_smem_optin))
       throw CudaError("sm90 forward needs " + std::to_string(smem_) + " bytes of shared memory, the device allows " +
                       std::to_string(dev.max_smem_optin));
@@ -159,7 +129,7 @@ class Sm90Kernel final : public AttentionKernel {
     if (num_tiles_ == 0) return;  // every sequence has Lq = 0: nothing to write
     require_16_byte_aligned(t, false, "sm90 forward");
     const ProblemDesc& p = desc_;
-    const int bn = block_n_;
+    const int bn = sm90::fwd_block_n(p.head_dim);
     // Encoding a descriptor is host-only work (no device call) and costs about a microsecond.
     CUtensorMap tm_q = make_tensor_map_3d(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, sm90::kFwdBlockM);
     CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
@@ -189,7 +159,7 @@ class Sm90Kernel final : public AttentionKernel {
   int sms_ = 0;
   std::unique_ptr<Module> fwd_module_;
   DeviceBuffer cta_begin_, records_;
-  int num_tiles_ = 0, ctas_ = 0, block_n_ = 0;
+  int num_tiles_ = 0, ctas_ = 0;
   size_t smem_ = 0;
   std::unique_ptr<Sm90Backward> bwd_;
 };

@@ -23,8 +23,6 @@ struct Sm90Options {
   bool softmax = false;        // forward only: ordinary softmax attention (kFwdSoftmax), not GDPA
   int act_mix = -1;            // fast_gelu only: sixteenths of the elements on the FMA pipe
                                // (kernels/sm90/act_mix.h); -1 = act_mix_default for the head dim
-  int wide = -1;               // forward BlockN = 160 (kFwdWide): 1 always, 0 never, -1 where
-                               // sm90_forward_wide_pays says so
   std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
 };
 
@@ -33,11 +31,6 @@ std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt = {});
 // `flags` with the mixed MUFU / FMA bits (kernels/sm90/act_mix.h) this problem gets: only
 // fast_gelu has a MUFU form to mix; act_mix < 0 takes act_mix_default for the head dim.
 int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, bool backward);
-
-// Whether the default forward takes BlockN = 160 (kernels/sm90/fwd_config.h kFwdWide) for this
-// problem: fast_gelu at D = 128 and the query tiles' key ranges, rounded to 160-key blocks, at most
-// kFwdWideMaxPadding times their rounding to 128-key blocks.
-bool sm90_forward_wide_pays(const ProblemDesc& p);
 
 // The exact variants prepare() would compile, for ahead-of-time compilation (`make kernels`).
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward);

@@ -19,11 +19,9 @@
 
 namespace gdpa::sm90 {
 
-// Byte offset of element (row, col) of a staged block (the staging buffer must be 1024-aligned)
-// whose panels are `panel_rows` rows apart: 64 in a buffer of its own, 128 when the block sits in
-// one warpgroup's half of a 128-row Q tile (the forward's wide variant, fwd_config.h).
-GDPA_DEVICE unsigned staged_panel_offset(int row, int col, int panel_rows = 64) {
-  return unsigned((col >> 6) * panel_rows * kSw128RowBytes) + sw128_offset(row, col & 63);
+// Byte offset of element (row, col) of a staged block (the staging buffer must be 1024-aligned).
+GDPA_DEVICE unsigned staged_panel_offset(int row, int col) {
+  return unsigned((col >> 6) * 64 * kSw128RowBytes) + sw128_offset(row, col & 63);
 }
 
 // out(row, :) = round(acc(row, :) * scale) for rows [0, rows_valid) of the block whose first row is
@@ -32,7 +30,7 @@ GDPA_DEVICE unsigned staged_panel_offset(int row, int col, int panel_rows = 64) 
 // of the warpgroup's. Thread 0 issues the TMA stores; the buffer is free again once it has waited
 // for them (cp.async.bulk.wait_group.read), which the next call does first. Before the CTA exits,
 // thread 0 must wait for the stores to complete (ptx::bulk_wait_group<0>).
-template <int DTYPE, int D, int PANEL_ROWS = 64>
+template <int DTYPE, int D>
 __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsigned staging, const ptx::TensorMap* map,
                                                 int head, int first_row, unsigned short* rows, int row_stride,
                                                 int rows_valid, float scale, const FragThread& f, int tid, int bar) {
@@ -41,7 +39,7 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
   ptx::named_barrier_sync(bar, 128);
 #pragma unroll
   for (int i = 0; i < D / 4; ++i)
-    ptx::st_shared_u32(staging + staged_panel_offset(pair_row(f, i), pair_col(f, i), PANEL_ROWS),
+    ptx::st_shared_u32(staging + staged_panel_offset(pair_row(f, i), pair_col(f, i)),
                        pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale));
   if (rows_valid >= 64) {
     ptx::fence_proxy_async_smem();  // generic stores -> the TMA unit (async proxy)
@@ -49,7 +47,7 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
     if (tid == 0) {
 #pragma unroll
       for (int panel = 0; panel < D / 64; ++panel)
-        ptx::tma_store_3d(map, staging + panel * PANEL_ROWS * kSw128RowBytes, panel * 64, head, first_row);
+        ptx::tma_store_3d(map, staging + panel * 64 * kSw128RowBytes, panel * 64, head, first_row);
       ptx::bulk_commit_group();
     }
   } else {
@@ -59,7 +57,7 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
     constexpr int kChunksPerRow = D * 2 / 16;
     constexpr int kRowsPerPass = 128 / kChunksPerRow;
     const int r = tid / kChunksPerRow, c = tid % kChunksPerRow;
-    const unsigned src = staging + staged_panel_offset(r, 8 * c, PANEL_ROWS);
+    const unsigned src = staging + staged_panel_offset(r, 8 * c);
     unsigned short* dst = rows + (long long)r * row_stride + 8 * c;
 #pragma unroll
     for (int k = 0; k < 64 / kRowsPerPass; ++k)

@@ -95,21 +95,6 @@ GDPA_DEVICE void act_f2_mixed(int i, float x0, float x1, float* f0, float* f1) {
     act_f2<ACT>(x0, x1, f0, f1);
 }
 
-// Packed pair i of a row: f of its two (scaled) scores, 0 where [lo, hi) excludes the column.
-template <int ACT, bool MASKED, bool UNIT_SCALE, int MIX, bool TWICE>
-GDPA_DEVICE void act_pair(int i, float s0, float s1, float logit_scale, const FragThread& f, const int (&lo)[2],
-                          const int (&hi)[2], float* a, float* b) {
-  if constexpr (UNIT_SCALE)
-    act_f2_mixed<ACT, MIX, TWICE>(i, s0, s1, a, b);
-  else
-    act_f2_mixed<ACT, MIX, TWICE>(i, s0 * logit_scale, s1 * logit_scale, a, b);
-  if constexpr (MASKED) {
-    const int col = pair_col(f, i);
-    if (col < lo[i & 1] || col >= hi[i & 1]) *a = 0.0f;
-    if (col + 1 < lo[i & 1] || col + 1 >= hi[i & 1]) *b = 0.0f;
-  }
-}
-
 // TWICE: P = round(2 f) instead of round(f), for the caller to halve O (act_twice_f).
 template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N, int MIX = 0, bool TWICE = false>
 GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale, const FragThread& f,
@@ -119,28 +104,17 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
-    act_pair<ACT, MASKED, UNIT_SCALE, MIX, TWICE>(i, s[2 * i], s[2 * i + 1], logit_scale, f, lo, hi, &a, &b);
+    if constexpr (UNIT_SCALE)
+      act_f2_mixed<ACT, MIX, TWICE>(i, s[2 * i], s[2 * i + 1], &a, &b);
+    else
+      act_f2_mixed<ACT, MIX, TWICE>(i, s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
+    if constexpr (MASKED) {
+      const int col = pair_col(f, i);
+      if (col < lo[i & 1] || col >= hi[i & 1]) a = 0.0f;
+      if (col + 1 < lo[i & 1] || col + 1 >= hi[i & 1]) b = 0.0f;
+    }
     p[i] = pack2<DTYPE>(a, b);
   }
-}
-
-// The same f, left in S's fp32 registers: for a kernel whose P buffer is still being read by a
-// wgmma while the activation runs (the forward's wide variant); pack_p rounds it to P afterwards.
-template <int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N, int MIX = 0, bool TWICE = false>
-GDPA_DEVICE void s_to_f_in_place(float (&s)[N / 2], float logit_scale, const FragThread& f, int row0, int col0,
-                                 const MaskBounds& mb) {
-  int lo[2] = {0, 0}, hi[2] = {N, N};
-  if constexpr (MASKED) row_key_intervals<MASK>(f, row0, col0, mb, lo, hi);
-#pragma unroll
-  for (int i = 0; i < N / 4; ++i)
-    act_pair<ACT, MASKED, UNIT_SCALE, MIX, TWICE>(i, s[2 * i], s[2 * i + 1], logit_scale, f, lo, hi, &s[2 * i],
-                                                  &s[2 * i + 1]);
-}
-
-template <int DTYPE, int N>
-GDPA_DEVICE void pack_p(const float (&f)[N / 2], unsigned (&p)[N / 4]) {
-#pragma unroll
-  for (int i = 0; i < N / 4; ++i) p[i] = pack2<DTYPE>(f[2 * i], f[2 * i + 1]);
 }
 
 // ---- The softmax variant (kFwdSoftmax): FlashAttention's online softmax on the same fragments ----

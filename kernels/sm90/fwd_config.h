@@ -23,13 +23,6 @@ enum FwdFlags : int {
   // every block, normalised at the end), to measure what the softmax bookkeeping costs and what
   // GDPA gains by not having it (the paper's "freed softmax resources").
   kFwdSoftmax = 32,
-  // BlockN = 160 instead of 128 (chosen by the host where the keys pad no worse, host/sm90.cpp):
-  // a fifth fewer inner steps, so a fifth fewer barrier waits, turn hand-overs and wgmma waits per
-  // key. What makes its shared memory and registers fit: one P buffer (act(S_j) computed in place
-  // in S's fp32 registers under the PV GEMM and packed to P after it, FA3's order) and O staged in
-  // the warpgroup's own 64 rows of the tile's Q stage instead of a buffer of its own. GDPA only.
-  // Bit 13: bits 8..12 carry the MUFU / FMA mix (act_mix.h).
-  kFwdWide = 1 << 13,
 };
 
 constexpr int kFwdConsumerWarpgroups = 2;
@@ -38,12 +31,8 @@ constexpr int kFwdThreads = 128 * (1 + kFwdConsumerWarpgroups);
 constexpr int kFwdKvStages = 2;
 
 // BlockN: keys per inner step. 128 keeps S (64 regs), P (2 x 32) and O (64 regs) of a consumer
-// thread inside the 240 registers setmaxnreg gives it at D = 128; the wide variant's 160 holds S
-// (80), one P (40) and O (64).
-GDPA_HD constexpr int fwd_block_n(int flags) { return (flags & kFwdWide) ? 160 : 128; }
-// The host's rule (host/sm90.cpp, sm90_forward_wide_pays): wide where the keys it computes, rounded
-// to 160-key blocks, are at most this many times the 128-key rounding (L = 2048: 2080 / 2048).
-constexpr double kFwdWideMaxPadding = 1.02;
+// thread inside the 240 registers setmaxnreg gives it at D = 128.
+GDPA_HD constexpr int fwd_block_n(int head_dim) { return head_dim == 64 ? 128 : 128; }
 GDPA_HD constexpr int fwd_q_stages(int flags) { return (flags & kFwdOuterPipeline) ? 2 : 1; }
 
 // Everything the forward needs about one work tile, computed on the host (host/sm90.cpp) from the
@@ -65,8 +54,7 @@ constexpr int kFwdTileReusesKv = 1;
 // wgmma descriptors assume base offset 0.
 struct FwdSmemPlan {
   int q_bytes, kv_bytes;           // one Q stage, one K (or V) stage
-  int o_bytes;                     // one consumer's O staging: 64 rows (see below); 0 when wide
-  bool o_in_q;                     // wide: O is staged in the tile's Q stage (see below)
+  int o_bytes;                     // one consumer's O staging: 64 rows (see below)
   int q_off, k_off, v_off, o_off, bar_off, total;
 };
 
@@ -75,22 +63,15 @@ struct FwdSmemPlan {
 // forward's largest stall). The staging buffer holds the warpgroup's 64 rows as D / 64 panels of
 // [64 rows][128 B] in the 128-byte swizzle, the source layout of the TMA store (gdpa_fwd.cu,
 // store_o_block); the swizzle also keeps the fragment's shared-memory stores free of conflicts.
-// Wide (BlockN = 160, D = 128): 2 Q stages (64 KB) and 2 + 2 K/V stages (160 KB) leave no room for
-// 32 KB of staging under the 227 KB limit. A warpgroup's last QK^T of a tile is its last read of
-// its own 64 Q rows, so O is staged there: rows 64 cw .. 64 cw + 63 of each [128][128 B] Q panel are
-// themselves a 1024-aligned [64][128 B] swizzled panel. The Q stage is then released only after
-// the TMA store has read it (gdpa_fwd.cu).
 
-GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int flags) {
-  const int q_stages = fwd_q_stages(flags);
+GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_stages) {
   FwdSmemPlan s{};
   s.q_bytes = kFwdBlockM * head_dim * 2;
-  s.kv_bytes = fwd_block_n(flags) * head_dim * 2;
+  s.kv_bytes = block_n * head_dim * 2;
   s.q_off = 0;
   s.k_off = s.q_off + q_stages * s.q_bytes;
   s.v_off = s.k_off + kFwdKvStages * s.kv_bytes;
-  s.o_in_q = (flags & kFwdWide) != 0;
-  s.o_bytes = s.o_in_q ? 0 : 64 * head_dim * 2;
+  s.o_bytes = 64 * head_dim * 2;
   s.o_off = s.v_off + kFwdKvStages * s.kv_bytes;
   s.bar_off = s.o_off + kFwdConsumerWarpgroups * s.o_bytes;
   s.total = s.bar_off + 8 * (2 * q_stages + 4 * kFwdKvStages);
@@ -99,6 +80,8 @@ GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int flags) {
 
 // Dynamic shared memory to request: the plan plus slack to align the base to 1024 bytes (the
 // runtime only guarantees 16-byte alignment of dynamic shared memory).
-GDPA_HD constexpr int fwd_smem_request(int head_dim, int flags) { return fwd_smem_plan(head_dim, flags).total + 1024; }
+GDPA_HD constexpr int fwd_smem_request(int head_dim, int block_n, int flags) {
+  return fwd_smem_plan(head_dim, block_n, fwd_q_stages(flags)).total + 1024;
+}
 
 }  // namespace gdpa::sm90

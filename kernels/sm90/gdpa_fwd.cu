@@ -98,12 +98,6 @@ __device__ __forceinline__ bool block_needs_mask(int n, int row_lo, int row_hi, 
   return false;
 }
 
-// a when FIRST, else b: a compile-time choice of register array, no copy.
-template <bool FIRST, class T>
-__device__ __forceinline__ T& pick(T& a, T& b) {
-  if constexpr (FIRST) return a; else return b;
-}
-
 template <int QS>
 struct FwdBarriers {
   SlotBarriers q[QS];
@@ -127,9 +121,9 @@ __device__ __forceinline__ void load_panels(unsigned char* dst, int rows, const 
 template <int D, int MASK, int FLAGS>
 __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
                                              const ptx::TensorMap* tm_v, unsigned char* smem) {
-  constexpr int BN = fwd_block_n(FLAGS);
+  constexpr int BN = fwd_block_n(D);
   constexpr int QS = fwd_q_stages(FLAGS);
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
   int q_count = 0, kv_count = 0;  // Q tiles and K/V blocks loaded so far (the consumers count the same)
@@ -225,17 +219,6 @@ __device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigne
     s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
 }
 
-// The wide variant's activation: f left in S's registers (P is still being read by the PV GEMM).
-template <int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX, bool TWICE>
-__device__ __forceinline__ void activate_block_in_place(float (&s)[BN / 2], int n, int row0, const FwdTile& t,
-                                                        const GdpaParams& prm, const FragThread& f) {
-  const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
-  if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
-    s_to_f_in_place<ACT, MASK, true, UNIT_SCALE, BN, MIX, TWICE>(s, prm.logit_scale, f, row0, n * BN, mb);
-  else
-    s_to_f_in_place<ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, prm.logit_scale, f, row0, n * BN, mb);
-}
-
 // The softmax variant's counterpart: P from the online softmax, corr for O and the row sums.
 template <int DTYPE, int MASK, int BN>
 __device__ __forceinline__ void softmax_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
@@ -252,10 +235,10 @@ __device__ __forceinline__ void softmax_block(const float (&s)[BN / 2], unsigned
 template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
 __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const ptx::TensorMap* tm_o,
                                              unsigned char* smem) {
-  constexpr int BN = fwd_block_n(FLAGS);
+  constexpr int BN = fwd_block_n(D);
   constexpr int QS = fwd_q_stages(FLAGS);
   constexpr int ST = kFwdKvStages;
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
   constexpr bool kOuter = (FLAGS & kFwdOuterPipeline) != 0;
   constexpr bool kOverlap = (FLAGS & kFwdIntraOverlap) != 0;
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
@@ -264,9 +247,6 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
-  // kFwdWide (fwd_config.h): one P buffer, O staged in this warpgroup's rows of the Q stage.
-  constexpr bool kWide = (FLAGS & kFwdWide) != 0;
-  static_assert(!(kWide && kSoftmax), "the wide variant is GDPA only (the softmax needs P and corr together)");
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
   const unsigned base_addr = ptx::smem_addr(smem);
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
@@ -277,9 +257,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   auto phase_of = [](int count, int stages) { return unsigned(count / stages) & 1u; };
 
   float s_acc[BN / 2];
-  // P of consecutive blocks alternate between the two arrays; the wide variant has only p_a.
-  unsigned p_a[BN / 4], p_b[BN / 4];  // (p_b is dead code in the wide variant)
-  unsigned(&p_odd)[BN / 4] = pick<kWide>(p_a, p_b);
+  unsigned p_a[BN / 4], p_b[BN / 4];  // P of consecutive blocks alternate between the two arrays
   float o_acc[D / 2];
   SoftmaxRows rows;  // softmax variant only (dead code for GDPA)
   float corr[2];
@@ -299,18 +277,6 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   if (it < end) cur = fwd_tile(p, it);
   if (it + stride < end) ptx::prefetch_l1(records + it + stride);
   bool first_s_in_flight = false;  // the first QK^T of `cur` was issued during the previous tile
-  // Wide, two Q stages: the Q stage the previous tile staged O in, released once its TMA store has
-  // read it. Thread 0 waits for that at the next tile's first activation, where it long has.
-  int q_release_pending = -1;
-  const int tid = int(threadIdx.x) - 128 * (cw + 1);
-  // Warps 1-3 of the warpgroup release a wide tile's Q stage right after staging O; warp 0's lane 0
-  // (the TMA store's issuer) only after the store read it, so the stage's 8th arrival comes last.
-  auto release_q_staged = [&](int stage) {
-    if (tid == 0) {
-      ptx::bulk_wait_group_read<0>();
-      ptx::mbarrier_arrive(&bars->q[stage].empty);
-    }
-  };
   while (it < end) {
     const int it_next = it + stride;
     const bool have_next = it_next < end;
@@ -353,16 +319,12 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     ptx::wgmma_wait<0>();
     ptx::fence_operand(s_acc);
     if (release_kv) consumer_release(bars->k[kvb % ST]);
-    if (nblocks == 1 && !kWide) consumer_release(bars->q[qs]);
+    if (nblocks == 1) consumer_release(bars->q[qs]);
     if constexpr (kSoftmax) {
       softmax_rows_init(rows);
       softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
     } else {
       activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
-    }
-    if constexpr (kWide && QS > 1) {
-      if (q_release_pending >= 0) release_q_staged(q_release_pending);
-      q_release_pending = -1;
     }
 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
@@ -389,17 +351,14 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_wait<0>();
       ptx::fence_operand(s_acc);
       if (release_kv) consumer_release(bars->k[kj % ST]);
-      if (j == nblocks - 1 && !kWide) consumer_release(bars->q[qs]);
+      if (j == nblocks - 1) consumer_release(bars->q[qs]);
       if constexpr (kSoftmax)
         softmax_block<DTYPE, MASK, BN>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f, rows, corr);
-      else if constexpr (kWide)  // p_out is p_in: the PV GEMM still reads it
-        activate_block_in_place<ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, cur.n_begin() + j, row0, cur, p, f);
       else
         activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(p_in);
       ptx::fence_operand(o_acc);
-      if constexpr (kWide) pack_p<DTYPE, BN>(s_acc, p_out);
       // Softmax: O so far is relative to the previous row max; bring it to the new one before the
       // next PV GEMM adds P_j V_j (GDPA has no such step: nothing to rescale).
       if constexpr (kSoftmax) scale_rows<D>(o_acc, corr);
@@ -409,11 +368,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     // ---- last PV; with outer pipelining the next tile's first QK^T rides in the same turn ----
     auto finish = [&](unsigned (&p_last)[BN / 4]) {
       const int vj = kvb + nblocks - 1;
-      // Wide: no prefetch. With S rewritten in place by the activation, an S GEMM issued here (in
-      // flight across the epilogue) or not joins two different S values, and ptxas resolves that with
-      // moves inside the wgmma pipeline stage, serializing every wgmma of the kernel (C7515). The
-      // next tile's Q is still loaded during this one (two Q stages); only its first QK^T waits.
-      const bool prefetch = kOuter && !kWide && have_next && !nxt.empty();
+      const bool prefetch = kOuter && have_next && !nxt.empty();
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
       if (fresh) consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
       if (prefetch) {
@@ -438,38 +393,23 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-      const float o_scale = kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale;
-      if constexpr (kWide) {
-        // This warpgroup's rows of the Q stage: its last QK^T of the tile has completed.
-        store_block_tma<DTYPE, D, kFwdBlockM>(o_acc, q_addr + 64 * cw * kSw128RowBytes, tm_o, cur.head(),
-                                              cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0, o_scale,
-                                              f, tid, kBarEpilogueBase + cw);
-        // The producer's next TMA load into this stage must follow these generic stores (the
-        // thread copy of a partial block has no fence of its own).
-        ptx::fence_proxy_async_smem();
-        if (tid >= 32) consumer_release(bars->q[qs]);
-        if constexpr (QS > 1)
-          q_release_pending = qs;  // warp 0: at the next tile's first activation
-        else
-          release_q_staged(qs);  // one Q stage: the next tile's Q cannot load before this
-      } else {
-        store_block_tma<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
-                                  cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0, o_scale, f, tid,
-                                  kBarEpilogueBase + cw);
-      }
+      store_block_tma<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(), cur.q_row + 64 * cw,
+                              out_rows(), row_stride, cur.len_q - row0,
+                              kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f, int(threadIdx.x) - 128 * (cw + 1),
+                              kBarEpilogueBase + cw);
       return prefetch;
     };
 
     // P alternates between p_a and p_b so no register copy is needed between steps.
     int j = 1;
     for (; j + 1 < nblocks; j += 2) {
-      step(j, p_a, p_odd);
-      step(j + 1, p_odd, p_a);
+      step(j, p_a, p_b);
+      step(j + 1, p_b, p_a);
     }
     bool prefetched;
     if (j < nblocks) {
-      step(j, p_a, p_odd);
-      prefetched = finish(p_odd);
+      step(j, p_a, p_b);
+      prefetched = finish(p_b);
     } else {
       prefetched = finish(p_a);
     }
@@ -493,9 +433,9 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
              const __grid_constant__ ptx::TensorMap tm_v, const __grid_constant__ ptx::TensorMap tm_o,
              const __grid_constant__ GdpaParams p) {
   static_assert(D == 64 || D == 128, "head dim");
-  constexpr int BN = fwd_block_n(FLAGS);
+  constexpr int BN = fwd_block_n(D);
   constexpr int QS = fwd_q_stages(FLAGS);
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
   static_assert(plan.q_off % 1024 == 0 && plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0,
                 "128B-swizzled tiles must start on 1024-byte boundaries");
   static_assert(plan.o_off % 1024 == 0 && plan.o_bytes % 1024 == 0,

@@ -20,32 +20,18 @@
 using namespace gdpa;
 
 TEST_CASE("sm90 forward shared-memory plan: 1024-aligned tiles, fits the 227 KB a CTA may use") {
-  using sm90::kFwdWide;
   for (int d : {64, 128})
-    for (int flags : {0, int(sm90::kFwdDefaultFlags), int(kFwdWide), int(sm90::kFwdDefaultFlags | kFwdWide)}) {
-      CAPTURE(d);
-      CAPTURE(flags);
-      const bool wide = (flags & kFwdWide) != 0;
-      const sm90::FwdSmemPlan s = sm90::fwd_smem_plan(d, flags);
-      CHECK(sm90::fwd_block_n(flags) == (wide ? 160 : 128));
-      CHECK(s.kv_bytes == sm90::fwd_block_n(flags) * d * 2);
+    for (int flags : {0, int(sm90::kFwdDefaultFlags)}) {
+      const sm90::FwdSmemPlan s = sm90::fwd_smem_plan(d, sm90::fwd_block_n(d), sm90::fwd_q_stages(flags));
       CHECK(s.q_off % 1024 == 0);
       CHECK(s.k_off % 1024 == 0);
       CHECK(s.v_off % 1024 == 0);
       CHECK(s.k_off - s.q_off == sm90::fwd_q_stages(flags) * sm90::kFwdBlockM * d * 2);
       CHECK(s.o_off % 1024 == 0);  // the O staging panels are TMA store sources in the 128-byte swizzle
-      // Wide: O is staged in a warpgroup's half of the Q stage, rows 64 cw.. of each 128-row panel,
-      // which is 1024-aligned because a Q stage is.
-      CHECK(s.o_in_q == wide);
-      CHECK(s.o_bytes == (wide ? 0 : 64 * d * 2));
-      CHECK((64 * 128) % 1024 == 0);
+      CHECK(s.o_bytes == 64 * d * 2);
       CHECK(s.bar_off % 8 == 0);
-      CHECK(s.bar_off >= s.v_off + 2 * s.kv_bytes);
-      CHECK(sm90::fwd_smem_request(d, flags) <= 227 * 1024);
+      CHECK(sm90::fwd_smem_request(d, sm90::fwd_block_n(d), flags) <= 227 * 1024);
     }
-  // The wide flag does not overlap the bits that carry the MUFU / FMA mix.
-  CHECK((kFwdWide & sm90::kActMixMask) == 0);
-  CHECK((sm90::kFwdDefaultFlags & kFwdWide) == 0);
   // 3 warpgroups: 1 producer + 2 consumers of 64 rows.
   CHECK(sm90::kFwdThreads == 384);
   CHECK(sm90::kFwdBlockM == 128);
@@ -61,7 +47,6 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     MaskKind m;
     int max_local;  // LDL + STL instructions allowed
     int act_mix;    // Sm90Options::act_mix (-1: the default)
-    int wide = 0;   // Sm90Options::wide
   };
   // The benchmark variant and a D = 64 one keep every register; the heaviest combination (the
   // 10-FMA gelu_poly with a two-sided window mask) spills a few loop-carried scalars, a handful of
@@ -70,8 +55,7 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
   // memory: one store and one load per tile.
   const V variants[] = {{kBF16, 128, kFastGelu, kMaskNone, 0, -1},  {kFP16, 64, kSilu, kMaskCausal, 0, -1},
                         {kBF16, 128, kGeluPoly, kMaskWindow, 10, -1}, {kBF16, 128, kFastGelu, kMaskNone, 2, 4},
-                        {kBF16, 64, kFastGelu, kMaskCausal, 0, 6},   {kBF16, 128, kFastGelu, kMaskNone, 0, -1, 1},
-                        {kFP16, 64, kSilu, kMaskCausal, 0, -1, 1}};
+                        {kBF16, 64, kFastGelu, kMaskCausal, 0, 6}};
   for (const V& v : variants) {
     p.dtype = v.dt;
     p.head_dim = v.d;
@@ -80,7 +64,6 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     if (v.m == kMaskWindow) p.window_left = p.window_right = 16;
     Sm90Options opt;
     opt.act_mix = v.act_mix;
-    opt.wide = v.wide;
     const std::vector<KernelSource> srcs = sm90_kernel_sources(p, opt, false);
     REQUIRE(srcs.size() == 1);
     const CompiledKernel k = compile_kernel(srcs[0], 90);
@@ -131,42 +114,4 @@ TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and tr
   p.activation = kFastGelu;
   CHECK(sm90_kernel_sources(p, opt, false)[0].name_expression !=
         sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression);
-}
-
-TEST_CASE("sm90 forward: BlockN = 160 (kFwdWide) where the keys pad no worse than at 128, fast_gelu at D = 128") {
-  auto problem = [](int len, int d, MaskKind m) {
-    ProblemDesc p;
-    p.head_dim = d;
-    p.mask = m;
-    p.activation = kFastGelu;
-    p.cu_seqlens_q = p.cu_seqlens_k = {0, len, 2 * len, 3 * len};
-    return p;
-  };
-  CHECK(sm90_forward_wide_pays(problem(2048, 128, kMaskNone)));   // 13 x 160 = 2080 keys vs 2048
-  CHECK(!sm90_forward_wide_pays(problem(1024, 128, kMaskNone)));  // 7 x 160 = 1120 vs 1024
-  CHECK(!sm90_forward_wide_pays(problem(512, 128, kMaskNone)));   // 640 vs 512
-  CHECK(sm90_forward_wide_pays(problem(640, 128, kMaskNone)));    // 640 either way
-  CHECK(!sm90_forward_wide_pays(problem(2048, 64, kMaskNone)));   // not measured at D = 64
-  CHECK(!sm90_forward_wide_pays(problem(0, 128, kMaskNone)));     // no keys at all
-  ProblemDesc silu = problem(2048, 128, kMaskNone);
-  silu.activation = kFastSilu;  // only fast_gelu's wide variant was measured
-  CHECK(!sm90_forward_wide_pays(silu));
-  // The default picks it by the rule; sm90-wide / sm90-narrow force it either way.
-  auto flags_of = [&](const ProblemDesc& p, int wide) {
-    Sm90Options o;
-    o.wide = wide;
-    const std::string e = sm90_kernel_sources(p, o, false)[0].name_expression;
-    return std::stoi(e.substr(e.rfind(',') + 1));
-  };
-  const ProblemDesc long_p = problem(2048, 128, kMaskNone), short_p = problem(1024, 128, kMaskNone);
-  CHECK((flags_of(long_p, -1) & sm90::kFwdWide) != 0);
-  CHECK((flags_of(long_p, 0) & sm90::kFwdWide) == 0);
-  CHECK((flags_of(short_p, -1) & sm90::kFwdWide) == 0);
-  CHECK((flags_of(short_p, 1) & sm90::kFwdWide) != 0);
-  // The softmax variant never goes wide (its online softmax needs the second P buffer).
-  Sm90Options soft;
-  soft.softmax = true;
-  soft.wide = 1;
-  const std::string e = sm90_kernel_sources(long_p, soft, false)[0].name_expression;
-  CHECK((std::stoi(e.substr(e.rfind(',') + 1)) & sm90::kFwdWide) == 0);
 }
