@@ -50,13 +50,13 @@ struct MaskBounds {
 };
 
 // S (fp32 accumulator of a 64 x N block) -> P = act(logit_scale * S), zeroed where the mask or
-// the sequence end forbids (i, j), packed to 16 bits. row0/col0: sequence-local index of this
-// warpgroup's first row and of the block's first key. MASKED = false is the interior fast path
-// (no compares at all); UNIT_SCALE skips the multiply by logit_scale when it is 1; out_scale is
-// applied later, to O (see the kernel).
+// the sequence end forbids (i, j) (without a mask: only keys past the end), packed to 16 bits.
+// row0/col0: sequence-local index of this warpgroup's first row and of the block's first key.
+// MASKED = false is the interior fast path (no compares at all); UNIT_SCALE skips the multiply by
+// logit_scale when it is 1; out_scale is applied later, to O (see the kernel).
 // A thread's fragment covers two rows (g and g + 8 of its warp's 16). The allowed keys of a row
 // are one interval, so a masked block costs two compares per element: [lo, hi) per row, relative
-// to the block's first key col0 (rows past the sequence end see nothing).
+// to the block's first key col0 (rows past the sequence end see nothing); one without a mask.
 template <int MASK>
 GDPA_DEVICE void row_key_intervals(const FragThread& f, int row0, int col0, const MaskBounds& mb, int (&lo)[2],
                                    int (&hi)[2]) {
@@ -99,8 +99,14 @@ GDPA_DEVICE void act_f2_mixed(int i, float x0, float x1, float* f0, float* f1) {
 template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N, int MIX = 0, bool TWICE = false>
 GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale, const FragThread& f,
                         int row0, int col0, const MaskBounds& mb) {
+  // Without a mask, a block is masked only because it runs past the sequence's last key: the same
+  // columns are cut in both rows, and rows past the last query are left as they are (their O rows
+  // are never stored). One compare per element, against a bound that already holds this thread's
+  // column offset 2t: 8 (i / 2) (+ 1) is then a compile-time constant.
+  constexpr bool kKeysOnly = MASK == kMaskNone;
   int lo[2] = {0, 0}, hi[2] = {N, N};
-  if constexpr (MASKED) row_key_intervals<MASK>(f, row0, col0, mb, lo, hi);
+  if constexpr (MASKED && !kKeysOnly) row_key_intervals<MASK>(f, row0, col0, mb, lo, hi);
+  const int key_limit = mb.len_k - col0 - 2 * f.t;  // kKeysOnly: pair i's first column is cut if 8 (i / 2) >= this
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
@@ -108,7 +114,10 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
       act_f2_mixed<ACT, MIX, TWICE>(i, s[2 * i], s[2 * i + 1], &a, &b);
     else
       act_f2_mixed<ACT, MIX, TWICE>(i, s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
-    if constexpr (MASKED) {
+    if constexpr (MASKED && kKeysOnly) {
+      if (8 * (i >> 1) >= key_limit) a = 0.0f;
+      if (8 * (i >> 1) + 1 >= key_limit) b = 0.0f;
+    } else if constexpr (MASKED) {
       const int col = pair_col(f, i);
       if (col < lo[i & 1] || col >= hi[i & 1]) a = 0.0f;
       if (col + 1 < lo[i & 1] || col + 1 >= hi[i & 1]) b = 0.0f;
