@@ -49,9 +49,14 @@ struct MaskBounds {
   int len_q, len_k, window_left, window_right;
 };
 
-// The keys row (row0 + fragment row) of a block may see, as [lo, hi) relative to the block's first
-// key col0: one interval per row for every mask (rows past the sequence end see nothing). A thread's
-// fragment covers two rows (g and g + 8 of its warp's 16).
+// S (fp32 accumulator of a 64 x N block) -> P = act(logit_scale * S), zeroed where the mask or
+// the sequence end forbids (i, j) (without a mask: only keys past the end), packed to 16 bits.
+// row0/col0: sequence-local index of this warpgroup's first row and of the block's first key.
+// MASKED = false is the interior fast path (no compares at all); UNIT_SCALE skips the multiply by
+// logit_scale when it is 1; out_scale is applied later, to O (see the kernel).
+// A thread's fragment covers two rows (g and g + 8 of its warp's 16). The allowed keys of a row
+// are one interval, so a masked block costs two compares per element: [lo, hi) per row, relative
+// to the block's first key col0 (rows past the sequence end see nothing); one without a mask.
 template <int MASK>
 GDPA_DEVICE void row_key_intervals(const FragThread& f, int row0, int col0, const MaskBounds& mb, int (&lo)[2],
                                    int (&hi)[2]) {
@@ -90,14 +95,18 @@ GDPA_DEVICE void act_f2_mixed(int i, float x0, float x1, float* f0, float* f1) {
     act_f2<ACT>(x0, x1, f0, f1);
 }
 
-// S (fp32 accumulator of a 64 x N block) -> P = act(logit_scale * S), packed to 16 bits, with no
-// mask: blocks that need one clear the disallowed entries afterwards (mask_p), so each activation
-// is compiled once per call site instead of twice (the forward's SASS is mostly activation code,
-// and on short tiles, which take both forms, instruction fetch stalls grow). UNIT_SCALE skips the
-// multiply by logit_scale when it is 1; out_scale is applied later, to O (see the kernel).
 // TWICE: P = round(2 f) instead of round(f), for the caller to halve O (act_twice_f).
-template <int DTYPE, int ACT, bool UNIT_SCALE, int N, int MIX = 0, bool TWICE = false>
-GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale) {
+template <int DTYPE, int ACT, int MASK, bool MASKED, bool UNIT_SCALE, int N, int MIX = 0, bool TWICE = false>
+GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float logit_scale, const FragThread& f,
+                        int row0, int col0, const MaskBounds& mb) {
+  // Without a mask, a block is masked only because it runs past the sequence's last key: the same
+  // columns are cut in both rows, and rows past the last query are left as they are (their O rows
+  // are never stored). One compare per element, against a bound that already holds this thread's
+  // column offset 2t: 8 (i / 2) (+ 1) is then a compile-time constant.
+  constexpr bool kKeysOnly = MASK == kMaskNone;
+  int lo[2] = {0, 0}, hi[2] = {N, N};
+  if constexpr (MASKED && !kKeysOnly) row_key_intervals<MASK>(f, row0, col0, mb, lo, hi);
+  const int key_limit = mb.len_k - col0 - 2 * f.t;  // kKeysOnly: pair i's first column is cut if 8 (i / 2) >= this
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
@@ -105,38 +114,15 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
       act_f2_mixed<ACT, MIX, TWICE>(i, s[2 * i], s[2 * i + 1], &a, &b);
     else
       act_f2_mixed<ACT, MIX, TWICE>(i, s[2 * i] * logit_scale, s[2 * i + 1] * logit_scale, &a, &b);
+    if constexpr (MASKED && kKeysOnly) {
+      if (8 * (i >> 1) >= key_limit) a = 0.0f;
+      if (8 * (i >> 1) + 1 >= key_limit) b = 0.0f;
+    } else if constexpr (MASKED) {
+      const int col = pair_col(f, i);
+      if (col < lo[i & 1] || col >= hi[i & 1]) a = 0.0f;
+      if (col + 1 < lo[i & 1] || col + 1 >= hi[i & 1]) b = 0.0f;
+    }
     p[i] = pack2<DTYPE>(a, b);
-  }
-}
-
-// Clears the packed P entries (i, j) that the mask or the sequence end forbids, by selecting
-// 16-bit halves (never multiplying: another sequence's rows may hold anything). row0/col0:
-// sequence-local index of this warpgroup's first row and of the block's first key.
-// Without a mask a block needs one only because it runs past the sequence's last key: the same
-// columns are cut in both rows, and rows past the last query are left as they are (their O rows
-// are never stored); one compare per element. With a mask, each row's allowed keys are one
-// interval [lo, hi): a subtract and an unsigned compare. Both bounds absorb the thread's column
-// offset 2t, so 8 (i / 2) (+ 1) is a compile-time constant.
-template <int MASK, int N>
-GDPA_DEVICE void mask_p(unsigned (&p)[N / 4], const FragThread& f, int row0, int col0, const MaskBounds& mb) {
-  int lo[2] = {0, 0}, hi[2] = {N, N};
-  if constexpr (MASK == kMaskNone)
-    hi[0] = hi[1] = mb.len_k - col0;
-  else
-    row_key_intervals<MASK>(f, row0, col0, mb, lo, hi);
-  int first[2], count[2];  // kept: 8 (i / 2) + d - first in [0, count), d = 0 or 1
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    first[h] = lo[h] - 2 * f.t;
-    count[h] = hi[h] > lo[h] ? hi[h] - lo[h] : 0;
-  }
-#pragma unroll
-  for (int i = 0; i < N / 4; ++i) {
-    const int h = MASK == kMaskNone ? 0 : (i & 1);
-    const int c = 8 * (i >> 1) - first[h];
-    const unsigned keep = (unsigned(c) < unsigned(count[h]) ? 0x0000FFFFu : 0u) |
-                          (unsigned(c + 1) < unsigned(count[h]) ? 0xFFFF0000u : 0u);
-    p[i] &= keep;
   }
 }
 

@@ -212,9 +212,11 @@ __device__ __forceinline__ void sched_pass(int cw) {
 template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX, bool TWICE>
 __device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
                                                const FwdTile& t, const GdpaParams& prm, const FragThread& f) {
-  s_to_p<DTYPE, ACT, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale);
+  const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
   if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
-    mask_p<MASK, BN>(p, f, row0, n * BN, MaskBounds{t.len_q, t.len_k, prm.window_left, prm.window_right});
+    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+  else
+    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
 }
 
 // The softmax variant's counterpart: P from the online softmax, corr for O and the row sums.
