@@ -24,6 +24,40 @@ GDPA_DEVICE unsigned staged_panel_offset(int row, int col) {
   return unsigned((col >> 6) * 64 * kSw128RowBytes) + sw128_offset(row, col & 63);
 }
 
+// The warpgroup's 64 x D fragment, times `scale` and rounded to the io dtype, into a staged block.
+// The caller syncs the warpgroup before (the buffer's previous readers are done) and after.
+template <int DTYPE, int D>
+__device__ __forceinline__ void stage_block(const float (&acc)[D / 2], unsigned staging, float scale,
+                                            const FragThread& f) {
+#pragma unroll
+  for (int i = 0; i < D / 4; ++i)
+    ptx::st_shared_u32(staging + staged_panel_offset(pair_row(f, i), pair_col(f, i)),
+                       pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale));
+}
+
+// Rows [0, rows_valid) of a staged 64 x D block to the row-major global rows at `rows` (rows
+// `row_stride` elements apart), copied by the warpgroup's 128 threads as whole 16-byte chunks, so a
+// warp writes whole rows; rows past `rows_valid` (the next sequence's) are never written.
+// Thread tid moves chunk c of rows r, r + R, ... (R = 128 / chunks per row, a multiple of 8, so
+// the swizzle term row % 8 is the same in every pass: one address and a constant step; written
+// per pass as chunk / chunks-per-row, the divisions would be hoisted to the kernel start and held
+// across the main loop, where they spill).
+template <int D>
+__device__ __forceinline__ void copy_staged_rows(unsigned staging, unsigned short* rows, int row_stride, int rows_valid,
+                                                 int tid) {
+  constexpr int kChunksPerRow = D * 2 / 16;
+  constexpr int kRowsPerPass = 128 / kChunksPerRow;
+  static_assert(kRowsPerPass % 8 == 0, "the swizzle must repeat from pass to pass");
+  const int r = tid / kChunksPerRow, c = tid % kChunksPerRow;
+  const unsigned src = staging + staged_panel_offset(r, 8 * c);
+  unsigned short* dst = rows + (long long)r * row_stride + 8 * c;
+#pragma unroll
+  for (int k = 0; k < 64 / kRowsPerPass; ++k)
+    if (r + k * kRowsPerPass < rows_valid)
+      *reinterpret_cast<uint4*>(dst + (long long)k * kRowsPerPass * row_stride) =
+          ptx::ld_shared_u128(src + k * kRowsPerPass * kSw128RowBytes);
+}
+
 // out(row, :) = round(acc(row, :) * scale) for rows [0, rows_valid) of the block whose first row is
 // `first_row` of the tensor map's row dimension (head `head`); `rows` points at its element (0, 0)
 // for the threads' copy of a partial block. `tid` is 0..127 in the warpgroup, `bar` a named barrier
@@ -37,10 +71,7 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
   // The previous block's TMA stores must have read the buffer: their issuer waits, then everyone.
   if (tid == 0) ptx::bulk_wait_group_read<0>();
   ptx::named_barrier_sync(bar, 128);
-#pragma unroll
-  for (int i = 0; i < D / 4; ++i)
-    ptx::st_shared_u32(staging + staged_panel_offset(pair_row(f, i), pair_col(f, i)),
-                       pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale));
+  stage_block<DTYPE, D>(acc, staging, scale, f);
   if (rows_valid >= 64) {
     ptx::fence_proxy_async_smem();  // generic stores -> the TMA unit (async proxy)
     ptx::named_barrier_sync(bar, 128);
@@ -52,18 +83,7 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
     }
   } else {
     ptx::named_barrier_sync(bar, 128);
-    // Thread tid moves chunk c of rows r, r + R, ... (R = 128 / chunks per row, a multiple of 8, so
-    // the swizzle term row % 8 is the same in every pass: one address and a constant step).
-    constexpr int kChunksPerRow = D * 2 / 16;
-    constexpr int kRowsPerPass = 128 / kChunksPerRow;
-    const int r = tid / kChunksPerRow, c = tid % kChunksPerRow;
-    const unsigned src = staging + staged_panel_offset(r, 8 * c);
-    unsigned short* dst = rows + (long long)r * row_stride + 8 * c;
-#pragma unroll
-    for (int k = 0; k < 64 / kRowsPerPass; ++k)
-      if (r + k * kRowsPerPass < rows_valid)
-        *reinterpret_cast<uint4*>(dst + (long long)k * kRowsPerPass * row_stride) =
-            ptx::ld_shared_u128(src + k * kRowsPerPass * kSw128RowBytes);
+    copy_staged_rows<D>(staging, rows, row_stride, rows_valid, tid);
   }
 }
 

@@ -1,6 +1,6 @@
 // fragments.cuh — what one thread holds of a wgmma accumulator, and the element-wise work done on
-// it in registers: S -> P (activation, mask, pack to the A-operand layout) and row stores of a
-// fragment (zeros, and the staged dQ rows of the backward; O, dK and dV: epilogue.cuh).
+// it in registers: S -> P (activation, mask, pack to the A-operand layout) and zero rows of an
+// empty tile (staged stores of a fragment: epilogue.cuh).
 //
 // Accumulator layout of m64nN (PTX ISA, "wgmma .m64nNk16 accumulator D"): warp w of the warpgroup
 // owns rows 16w .. 16w+15; lane = 4 * g + t. Register r holds
@@ -203,47 +203,6 @@ GDPA_DEVICE void softmax_normalize(float (&o)[D / 2], const SoftmaxRows& r) {
     inv[h] = l > 0.0f ? 1.0f / l : 0.0f;
   }
   scale_rows<D>(o, inv);
-}
-
-// Stores a 64 x D fp32 accumulator (times `scale`) as 16-bit values to rows [0, rows_valid) of a
-// row-major global tensor whose rows are `row_stride` elements apart (rows past a sequence's end
-// belong to the next sequence and are never written), through a shared-memory staging buffer of
-// 64 rows of `row_bytes` bytes: the fragment is written there, the warpgroup syncs on named
-// barrier `bar`, and each thread then moves whole 16-byte chunks, so a warp writes whole rows.
-// `tid` is the thread's index in the warpgroup. Chunk c of row r sits at chunk c ^ (r % 8): the
-// fragment's 8 rows x 4 column pairs then hit 32 different banks although rows are 256 bytes.
-GDPA_DEVICE unsigned staged_offset(int row, int col, int row_bytes) {
-  return unsigned(row * row_bytes + (((col >> 3) ^ (row & 7)) << 4) + (col & 7) * 2);
-}
-template <int DTYPE, int D>
-GDPA_DEVICE void store_rows_staged(const float (&o)[D / 2], unsigned staging, int row_bytes, unsigned short* base,
-                                   int row_stride, int rows_valid, float scale, const FragThread& f, int tid, int bar) {
-  // `staging` is a shared-window address (ptx::smem_addr): one register instead of a generic
-  // pointer's two, in a function that runs with the accumulators still live.
-  ptx::named_barrier_sync(bar, 128);  // the previous tile's readers are done with the buffer
-#pragma unroll
-  for (int i = 0; i < D / 4; ++i) {
-    const unsigned v = pack2<DTYPE>(o[2 * i] * scale, o[2 * i + 1] * scale);
-    ptx::st_shared_u32(staging + staged_offset(pair_row(f, i), pair_col(f, i), row_bytes), v);
-  }
-  ptx::named_barrier_sync(bar, 128);
-  // Pass k moves rows [k R, k R + R) with R = 128 / chunks per row (8 or 16, a multiple of 8), so
-  // a thread's row % 8, and with it the swizzle, is the same in every pass: one base address per
-  // thread and a constant step. (Written per pass as chunk / chunks-per-row, the divisions are
-  // hoisted by ptxas to the kernel start and held across the main loop, where they spill.)
-  constexpr int kChunksPerRow = D * 2 / 16;
-  constexpr int kRowsPerPass = 128 / kChunksPerRow;
-  static_assert(kRowsPerPass % 8 == 0, "the swizzle must repeat from pass to pass");
-  const int row0 = tid / kChunksPerRow, c = tid % kChunksPerRow;
-  const unsigned src = staging + staged_offset(row0, c * 8, row_bytes);
-  unsigned short* dst = base + (long long)row0 * row_stride + c * 8;
-#pragma unroll
-  for (int k = 0; k < 64 / kRowsPerPass; ++k) {
-    if (row0 + k * kRowsPerPass < rows_valid) {
-      const uint4 v = ptx::ld_shared_u128(src + k * kRowsPerPass * row_bytes);
-      *reinterpret_cast<uint4*>(dst + (long long)k * kRowsPerPass * row_stride) = v;
-    }
-  }
 }
 
 // Writes zeros to rows [0, rows_valid) of a 64 x D block (a query tile that sees no key).

@@ -61,8 +61,8 @@ struct FwdSmemPlan {
 // O leaves through shared memory: stored straight from the accumulator fragment, each warp store
 // would cover 8 rows x 16 bytes, half of every 32-byte sector (ncu: 50 % excess sectors, the
 // forward's largest stall). The staging buffer holds the warpgroup's 64 rows as D / 64 panels of
-// [64 rows][128 B] in the 128-byte swizzle, the source layout of the TMA store (gdpa_fwd.cu,
-// store_o_block); the swizzle also keeps the fragment's shared-memory stores free of conflicts.
+// [64 rows][128 B] in the 128-byte swizzle, the source layout of the TMA store (epilogue.cuh,
+// store_block_tma); the swizzle also keeps the fragment's shared-memory stores free of conflicts.
 
 GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_stages) {
   FwdSmemPlan s{};

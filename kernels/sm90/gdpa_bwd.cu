@@ -621,8 +621,13 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
         // later job, once our dq_full arrival has reached the writer.
         ptx::fence_proxy_async_smem();
       }
-      store_rows_staged<DTYPE, kBwdDqCols>(dq, staging, kBwdDqCols * 2, h.out, p.heads_q * D, h.rows,
-                                           p.logit_scale * p.out_scale, f, tid, kBwdBarEpilogueBase + cw);
+      // The rows go out through our staging buffer (epilogue.cuh): the warpgroup syncs before
+      // (every thread is done with the buffer's previous contents) and after staging them.
+      const int bar = kBwdBarEpilogueBase + cw;
+      ptx::named_barrier_sync(bar, 128);
+      stage_block<DTYPE, kBwdDqCols>(dq, staging, p.logit_scale * p.out_scale, f);
+      ptx::named_barrier_sync(bar, 128);
+      copy_staged_rows<kBwdDqCols>(staging, h.out, p.heads_q * D, h.rows, tid);
       finished = true;
     }
   } else {

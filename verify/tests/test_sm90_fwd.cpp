@@ -73,7 +73,7 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
     CHECK(count_of(sass, "HGMMA.64x") >= 16);
     CHECK(count_of(sass, "UTMALDG.3D") >= 3);
-    CHECK(count_of(sass, "UTMASTG.3D") >= 2);  // O leaves by TMA stores (store_o_block)
+    CHECK(count_of(sass, "UTMASTG.3D") >= 2);  // O leaves by TMA stores (epilogue.cuh store_block_tma)
     CHECK(count_of(sass, "SYNCS.PHASECHK") >= 4);
     CHECK(count_of(sass, "SYNCS.ARRIVE") >= 2);
     CHECK(count_of(sass, "USETMAXREG") >= 2);
