@@ -106,7 +106,8 @@ GDPA_DEVICE void s_to_p(const float (&s)[N / 2], unsigned (&p)[N / 4], float log
   constexpr bool kKeysOnly = MASK == kMaskNone;
   int lo[2] = {0, 0}, hi[2] = {N, N};
   if constexpr (MASKED && !kKeysOnly) row_key_intervals<MASK>(f, row0, col0, mb, lo, hi);
-  const int key_limit = mb.len_k - col0 - 2 * f.t;  // kKeysOnly: pair i's first column is cut if 8 (i / 2) >= this
+  // kKeysOnly: pair i's first column is cut if 8 (i / 2) >= key_limit, its second if 8 (i / 2) + 1 is.
+  const int key_limit = mb.len_k - col0 - 2 * f.t;
 #pragma unroll
   for (int i = 0; i < N / 4; ++i) {
     float a, b;
