@@ -17,19 +17,17 @@ struct Ablation {
   const char* name;
   int fwd_flags;
   SchedulePolicy policy;
-  int bwd_flags = -1;  // -1: the backward's defaults
+  int bwd_drop = 0;  // backward switches removed from its defaults (its problem rules still apply)
 };
 
 // Each row switches exactly one optimization off (issue: ablations isolate each one).
 const Ablation kAblations[] = {
-    {"sm90-no-pingpong", sm90::kFwdDefaultFlags & ~sm90::kFwdPingpong, SchedulePolicy::kZigzag},
+    {"sm90-no-pingpong", sm90::kFwdDefaultFlags & ~sm90::kFwdPingpong, SchedulePolicy::kZigzag, sm90::kBwdPingpong},
     {"sm90-no-outer-pipeline", sm90::kFwdDefaultFlags & ~sm90::kFwdOuterPipeline, SchedulePolicy::kZigzag},
     {"sm90-no-intra-overlap", sm90::kFwdDefaultFlags & ~sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
     {"sm90-no-kv-reuse", sm90::kFwdDefaultFlags & ~sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
-    {"sm90-no-half-fold", sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold, SchedulePolicy::kZigzag,
-     sm90::kBwdDefaultFlags & ~sm90::kBwdHalfFold},
-    {"sm90-no-dq-finish", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag,
-     sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish},
+    {"sm90-no-half-fold", sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold, SchedulePolicy::kZigzag, sm90::kBwdHalfFold},
+    {"sm90-no-dq-finish", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
 };
@@ -75,7 +73,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     if (name == a.name) {
       Sm90Options o;
       o.fwd_flags = a.fwd_flags;
-      o.bwd_flags = a.bwd_flags;
+      o.bwd_flags_drop = a.bwd_drop;
       o.policy = a.policy;
       o.label = std::string(a.name).substr(5);
       return make_sm90_kernel(o);

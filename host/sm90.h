@@ -15,6 +15,9 @@ struct Sm90Options {
   // in-kernel dQ finish only for a mean Lk <= kBwdDqFinishMaxMeanLenK). Explicit flags are used as
   // given, except that kBwdDqFinish is dropped without `deterministic` (it needs the fixed order).
   int bwd_flags = -1;
+  // With bwd_flags = -1: switches removed from the defaults before the rules above apply, so an
+  // ablation changes exactly one switch (explicit bwd_flags would bypass the rules).
+  int bwd_flags_drop = 0;
   SchedulePolicy policy = SchedulePolicy::kZigzag;
   // Backward: dQ blocks are added in a fixed KV order, so dQ is bit-identical run to run. The
   // default: with the first adder storing instead of the accumulator being zeroed, it measured no

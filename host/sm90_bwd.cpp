@@ -52,7 +52,7 @@ namespace {
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
 // multiply before the activation (the same specialisation as the forward's).
 int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
-  int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags : o.bwd_flags;
+  int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags & ~o.bwd_flags_drop : o.bwd_flags;
   if (p.logit_scale == 1.0f) f |= sm90::kBwdUnitLogitScale;
   // Finishing a block in the kernel needs to know its last contributor: only the fixed order has one.
   if (!o.deterministic) f &= ~sm90::kBwdDqFinish;

@@ -10,6 +10,15 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 }
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
+
+// threadIdx.x read afresh (a volatile read the compiler cannot merge with earlier ones): for code
+// that runs once per work tile, so that a value derived from the thread index is not kept live, or
+// spilled, across the whole main loop of a kernel that needs every register.
+__device__ __forceinline__ int thread_x_fresh() {
+  int v;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
+  return v;
+}
 __device__ __forceinline__ int warp_id() { return threadIdx.x >> 5; }
 
 // Index of this thread's warpgroup (4 consecutive warps, the unit wgmma and setmaxnreg act on).

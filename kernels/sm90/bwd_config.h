@@ -27,8 +27,14 @@ enum BwdFlags : int {
   // dq_convert converts all.
   // The host's default keeps it only where it pays (kBwdDqFinishMaxMeanLenK below).
   kBwdDqFinish = 8,
-  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish,
-  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish,
+  // The two consumer warpgroups take turns issuing their GEMM batches (the forward's pingpong):
+  // each step has two batches per warpgroup (S^T and dP^T; then dV, dK and the dQ job), and a
+  // warpgroup issues a batch only in its turn, so the tensor cores run one warpgroup's batch while
+  // the other computes P^T and dS^T, instead of interleaving both warpgroups' wgmmas so that both
+  // wait for them and then both compute at once.
+  kBwdPingpong = 16,
+  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong,
+  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong,
 };
 
 // kBwdDqFinish by default only while the mean KV length is at most this (three KV tiles). Measured

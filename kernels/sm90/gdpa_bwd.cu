@@ -76,8 +76,22 @@ namespace gdpa::sm90 {
 constexpr int kBwdProducerRegs = 24;
 constexpr int kBwdConsumerRegs = 240;
 constexpr unsigned kBwdConsumerWarps = 4 * kBwdConsumerWarpgroups;
-// Named barriers (0 is __syncthreads): one per consumer warpgroup for its staged epilogue.
+// Named barriers (0 is __syncthreads): one per consumer warpgroup for its staged epilogue, one
+// per consumer warpgroup for its GEMM turn (kBwdPingpong).
 constexpr int kBwdBarEpilogueBase = 1;
+constexpr int kBwdBarTurnBase = kBwdBarEpilogueBase + kBwdConsumerWarpgroups;
+
+// kBwdPingpong: wait for this warpgroup's turn before issuing a GEMM batch; hand it over after.
+// Both warpgroups run the same steps of the same tiles and take two turns per step, so the turns
+// strictly alternate; no wait inside a turn depends on the other warpgroup's next turn.
+template <int FLAGS>
+__device__ __forceinline__ void bwd_turn_wait(int cw) {
+  if constexpr ((FLAGS & kBwdPingpong) != 0) ptx::named_barrier_sync(kBwdBarTurnBase + cw, 2 * 128);
+}
+template <int FLAGS>
+__device__ __forceinline__ void bwd_turn_pass(int cw) {
+  if constexpr ((FLAGS & kBwdPingpong) != 0) ptx::named_barrier_arrive(kBwdBarTurnBase + (cw ^ 1), 2 * 128);
+}
 
 // Everything about one work tile that producer, writer and consumers derive from the host's
 // WorkTile, so no role has to tell another anything.
@@ -533,16 +547,19 @@ __device__ __forceinline__ int bwd_first_job(int cw) {
   return D / kBwdDqCols == 2 ? 0 : cw;
 }
 
+// The dQ job of step j reads both warpgroups' dS^T halves of step j: wait for its buffer's full phase.
+__device__ __forceinline__ void wait_ds_full(int j, BwdBarriers* bars) {
+  ptx::mbarrier_wait(&bars->ds_full[j % kBwdDsStages], unsigned(j / kBwdDsStages) & 1u);
+}
+
 // dQ job of step j: dq (64 queries x 64 columns of chunk c) = dS (64 x 128 keys) K[:, chunk c].
 // A = dS^T buffer read M-major (TRANS_A: queries contiguous), B = the resident K tile read N-major
-// (TRANS_B: D contiguous), reduction over all 128 keys, i.e. both warpgroups' dS halves: wait for
-// the buffer's full phase first.
+// (TRANS_B: D contiguous), reduction over all 128 keys; the caller waited for the buffer
+// (wait_ds_full).
 template <int DTYPE, int D>
-__device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, BwdBarriers* bars, unsigned ds_tiles,
-                                         unsigned k_tile) {
+__device__ __forceinline__ void issue_dq(float (&dq)[32], int j, int chunk, unsigned ds_tiles, unsigned k_tile) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   const int buf = j % kBwdDsStages;
-  ptx::mbarrier_wait(&bars->ds_full[buf], unsigned(j / kBwdDsStages) & 1u);
   const unsigned a_tile = ds_tiles + buf * plan.ds_bytes;
   const unsigned b_tile = k_tile + chunk * kBwdBlockN * kSw128RowBytes;  // panel `chunk` of K
   const WgmmaDescBase ad = sw128_mnmajor_base(a_tile, kBwdBlockN), bd = sw128_mnmajor_base(b_tile, kBwdBlockN);
@@ -665,7 +682,7 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 //
 // One step t (p = t % kBwdDsStages), in issue order:
 //   1  wait Q/dO(t) full (K and V were waited for before the tile's first step)
-//   2  S^T = K Q^T and dP^T = V dO^T, one commit group
+//   2  S^T = K Q^T and dP^T = V dO^T, one commit group (kBwdPingpong: in this warpgroup's turn)
 //   3  wait it
 //   4  P^T and dS^T from the two accumulators (scores_to_p_ds), packed in registers; boundary
 //      blocks then clear their disallowed entries (mask_p_ds)
@@ -673,7 +690,8 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 //   6  dV += P^T dO, dK += dS^T Q (RS), commit   (dS^T was stored first: A registers of an
 //      in-flight wgmma must not even be read)
 //   7  dQ job: step t-1 (kBwdDeferDq, not at a tile's first step) or step t: wait ds_full, 8
-//      wgmmas, commit
+//      wgmmas, commit   (kBwdPingpong: 6 and 7 in this warpgroup's next turn, ds_full waited
+//      for before it)
 //   8  wait all: release Q/dO(t); dq job: arrive ds_empty, stage for the writer
 // V is released at step 3 of the tile's last step (dP^T is its only reader); with kBwdDeferDq the
 // tile then runs the dQ job of its last step; then K is released, and dK, dV leave through the
@@ -694,6 +712,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // P^T = round(2 f), dV halved in the epilogue (activations.cuh act_twice_f: why that is exact).
   constexpr bool kTwice = (FLAGS & kBwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, act_mix_of(FLAGS)>;
   constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
+  constexpr bool kPingpong = (FLAGS & kBwdPingpong) != 0;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
@@ -705,6 +724,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // position (one slot per step, so the producer's ring counter equals it too).
   int step = 0;
   float dv[D / 2], dk[D / 2];  // live for a whole work tile
+  // kBwdPingpong: the second consumer hands the first turn to the first.
+  if (kPingpong && cw == 1) bwd_turn_pass<FLAGS>(cw);
 
   for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
     // Row 0 of this warpgroup's 64 keys in dK / dV.
@@ -795,10 +816,12 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
 
       // 1-2: the two transposed score products, one commit group.
       consumer_wait(bars->qdo[qs], unsigned(step / kBwdQStages) & 1u);
+      bwd_turn_wait<FLAGS>(cw);
       ptx::wgmma_fence();
       issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
       issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
       ptx::wgmma_commit();
+      bwd_turn_pass<FLAGS>(cw);
 
       // 3-4: P^T and dS^T.
       ptx::wgmma_wait<0>();
@@ -824,14 +847,21 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_full[buf]);
       }
 
-      // 6: dV and dK.
+      // 6-7: dV and dK, then the dQ job (which needs both warpgroups' dS^T halves). Without turns
+      // dV and dK go first and run while the job waits for its buffer; with turns the buffer is
+      // waited for before the turn is taken, so a turn is never held across that wait.
+      const bool dq_job = kHasDq && chunk >= 0;
+      if (kPingpong && dq_job) wait_ds_full(dq_step, bars);
+      bwd_turn_wait<FLAGS>(cw);
       ptx::wgmma_fence();
       issue_acc_rs<DTYPE, D>(dv, pk, do_tile);
       issue_acc_rs<DTYPE, D>(dk, dsk, q_tile);
       ptx::wgmma_commit();
-
-      // 7: the dQ job.
-      if (kHasDq && chunk >= 0) issue_dq<DTYPE, D>(dq, dq_step, chunk, bars, ds_tiles, k_tile);
+      if (dq_job) {
+        if (!kPingpong) wait_ds_full(dq_step, bars);
+        issue_dq<DTYPE, D>(dq, dq_step, chunk, ds_tiles, k_tile);
+      }
+      bwd_turn_pass<FLAGS>(cw);
 
       // 8: everything of this step has finished reading Q, dO, P^T, dS^T and the dS buffer.
       ptx::wgmma_wait<0>();
@@ -861,7 +891,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       const int chunk = bwd_dq_owner_chunk<D>(step - 1, cw);
       if (chunk >= 0) {
         if (kFinish) bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(ls - 1, chunk); });
-        issue_dq<DTYPE, D>(dq, step - 1, chunk, bars, ds_tiles, k_tile);
+        wait_ds_full(step - 1, bars);
+        issue_dq<DTYPE, D>(dq, step - 1, chunk, ds_tiles, k_tile);
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
@@ -877,7 +908,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     const int4 w = reinterpret_cast<const int4*>(p.tiles)[it];  // {batch, KV head, KV tile, work}
     const int n0 = ts.n0, rows_valid = ts.len_k - n0 - 64 * cw;
     const int k_row = p.cu_seqlens_k[w.x] + n0;
-    const int tid = int(threadIdx.x) - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
+    const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
     const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
     bwd_wait_staging_idle<D>(bars, cw, step);
     store_block_tma<DTYPE, D>(dv, stage, tm_dv, w.y, k_row + 64 * cw, out_rows(p.dv, k_row, w.y), int(k_stride),

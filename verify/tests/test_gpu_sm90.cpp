@@ -167,6 +167,26 @@ TEST_SUITE("gpu") {
       }
     }
   }
+  TEST_CASE("sm90 backward: taking turns at the tensor cores changes no bit of dQ, dK, dV") {
+    // kBwdPingpong only orders the two consumer warpgroups' GEMM batches; with the deterministic dQ
+    // order every sum is formed the same way, so any difference is a synchronisation bug. D = 64
+    // alternates the dQ jobs between the warpgroups, D = 128 gives each one per step.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (MaskKind mask : {kMaskNone, kMaskCausal}) {
+      for (int d : {64, 128}) {
+        ProblemDesc p = half_fold_problem(kFastGelu, 97, 4, 2);
+        p.mask = mask;
+        p.head_dim = d;
+        DeviceProblem dp(p, make_inputs(p, 98, true), true);
+        Sm90Options turns, free_running;
+        free_running.bwd_flags_drop = sm90::kBwdPingpong;
+        CAPTURE(d);
+        CAPTURE(int(mask));
+        check_same_backward_bits(turns, free_running, p, dp, ctx);
+      }
+    }
+  }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {
     // kFwdHalfFold rounds 2 f instead of f and halves O once (activations.cuh act_twice_f): exact
     // in bf16 by construction, so any difference at all is a bug, not rounding.

@@ -98,9 +98,9 @@ TEST_CASE("sm90 backward: variant names and support") {
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
   CHECK(src[0].file == "kernels/sm90/gdpa_bwd.cu");
-  // Default flags: kBwdDeferDq | kBwdHalfFold | kBwdDqFinish (the kernel ignores the fold for fp16
-  // and non-GELU); the finishing kernel pairs with the zeros-only dq_convert.
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,13>");
+  // Default flags: kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong (the kernel ignores the
+  // fold for fp16 and non-GELU); the finishing kernel pairs with the zeros-only dq_convert.
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,29>");
   CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,true>");
   opt.bwd_flags = 0;
@@ -109,21 +109,26 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.logit_scale = 1.0f;  // the unit-scale specialisation is added whatever the ablation flags
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");
   // The default leaves the in-kernel dQ finish off above a mean KV length of
   // kBwdDqFinishMaxMeanLenK; explicit flags are used as given.
   const int over = 2 * kBwdDqFinishMaxMeanLenK - 99;  // mean (100 + over) / 2 is just above the limit
   ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");  // logit_scale 1: + unit-scale
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");  // logit_scale 1: + unit-scale
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,23>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags = kBwdDefaultFlags;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");
   opt.bwd_flags = -1;
+  // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
+  opt.bwd_flags_drop = kBwdPingpong;
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");
+  opt.bwd_flags_drop = 0;
   // The unordered mode has no last contributor to finish a block: the flag is dropped.
   opt.deterministic = false;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,23>");
   CHECK(sm90_backward_sources(p, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.deterministic = true;
 
