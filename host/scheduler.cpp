@@ -165,11 +165,10 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
     while (resident && j < tiles.size() && tiles[j].batch == tiles[i].batch && tiles[j].head == tiles[i].head &&
            tiles[j].work == tiles[i].work && (p.mask == kMaskNone || p.len_k(tiles[i].batch) <= block_n))
       ++j;
-    // A run of fewer than kMinRun tiles saves too little K/V traffic to pay for the prefetch it
-    // blocks (the ring is full of its K/V until it ends): measured on the L = 256 sets, 5-10 %
-    // slower than loading per tile. Short runs stay single tiles.
-    constexpr size_t kMinRun = 4;
-    if (j - i < kMinRun) j = i + 1;
+    // Every run counts, down to two tiles. A run holds the K/V ring until it ends and so delays
+    // the next prefetch, which once made pairs not worth grouping; but at L = 256 the forward is
+    // bound by L2 traffic (ncu: 82-88 % busy), and loading a pair's K/V once measured 1.02-1.08x
+    // there, neutral on the longer sets (experiments/PERF_NOTES.md).
     long long cost = 0;
     for (size_t k = i; k < j; ++k) cost += tile_cost(tiles[k]);
     units.push_back(Unit{i, j - i, cost});

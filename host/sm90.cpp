@@ -129,11 +129,11 @@ class Sm90Kernel final : public AttentionKernel {
     if (num_tiles_ == 0) return;  // every sequence has Lq = 0: nothing to write
     require_16_byte_aligned(t, false, "sm90 forward");
     const ProblemDesc& p = desc_;
-    const int bn = sm90::fwd_block_n(p.head_dim);
     // Encoding a descriptor is host-only work (no device call) and costs about a microsecond.
-    CUtensorMap tm_q = make_tensor_map_3d(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, sm90::kFwdBlockM);
-    CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
-    CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, bn);
+    // Q, K and V in boxes of kFwdLoadRows rows: the kernel loads only the halves a tile reads.
+    CUtensorMap tm_q = make_tensor_map_3d(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, sm90::kFwdLoadRows);
+    CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kFwdLoadRows);
+    CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kFwdLoadRows);
     // O is stored 64 rows (one consumer warpgroup's block) x 64 columns at a time (gdpa_fwd.cu).
     CUtensorMap tm_o = make_tensor_map_3d(t.out, p.dtype, p.total_q(), p.heads_q, p.head_dim, 64);
     GdpaParams params = make_params(p, t);

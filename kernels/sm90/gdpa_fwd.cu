@@ -105,14 +105,28 @@ struct FwdBarriers {
   SlotBarriers v[kFwdKvStages];
 };
 
-// One tile of `rows` rows x D columns as D/64 TMA boxes of 64 columns (the 128-byte swizzle span),
-// each box landing in its own [rows x 128 B] panel.
-template <int D>
-__device__ __forceinline__ void load_panels(unsigned char* dst, int rows, const ptx::TensorMap* map,
+// The first `boxes` 64-row halves of a tile of ROWS rows x D columns: TMA boxes of 64 rows x 64
+// columns (the 128-byte swizzle span), column block c landing in its own [ROWS x 128 B] panel and
+// box h at row 64 h of it (the swizzle repeats every 8 rows, so the wgmma descriptors see one
+// tile). Rows not loaded keep what the slot held before (fwd_config.h kFwdLoadRows: why).
+template <int D, int ROWS>
+__device__ __forceinline__ void load_panels(unsigned char* dst, int boxes, const ptx::TensorMap* map,
                                             unsigned long long* bar, int head, int row, unsigned long long policy) {
 #pragma unroll
-  for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
-    ptx::tma_load_3d(dst + panel * rows * kSw128RowBytes, map, bar, panel * kSw128PanelCols, head, row, policy);
+  for (int h = 0; h < ROWS / kFwdLoadRows; ++h) {
+    if (h < boxes) {
+#pragma unroll
+      for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
+        ptx::tma_load_3d(dst + (panel * ROWS + h * kFwdLoadRows) * kSw128RowBytes, map, bar,
+                         panel * kSw128PanelCols, head, row + h * kFwdLoadRows, policy);
+    }
+  }
+}
+
+// TMA bytes of `boxes` 64-row boxes of a D-column tile.
+template <int D>
+__device__ __forceinline__ unsigned load_bytes(int boxes) {
+  return unsigned(boxes * kFwdLoadRows * D * 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -135,21 +149,23 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
     const bool reuse = kReuse && t.reuses_kv();
     {
       const int s = q_count % QS;
-      producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, plan.q_bytes);
-      load_panels<D>(smem + plan.q_off + s * plan.q_bytes, kFwdBlockM, tm_q, &bars->q[s].full, t.head(), t.q_row,
-                     ptx::kEvictFirst);
+      const int boxes = fwd_load_boxes(kFwdBlockM, t.len_q - t.m0);
+      producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, load_bytes<D>(boxes));
+      load_panels<D, kFwdBlockM>(smem + plan.q_off + s * plan.q_bytes, boxes, tm_q, &bars->q[s].full, t.head(),
+                                 t.q_row, ptx::kEvictFirst);
       ++q_count;
     }
     for (int n = t.n_begin(); n < t.n_end() && !reuse; ++n, ++kv_count) {
       const int s = kv_count % kFwdKvStages;
       const unsigned phase = unsigned(kv_count / kFwdKvStages) & 1u;
       const int key_row = t.k_row + n * BN;
-      producer_acquire(bars->k[s], phase, plan.kv_bytes);
-      load_panels<D>(smem + plan.k_off + s * plan.kv_bytes, BN, tm_k, &bars->k[s].full, t.kv_head(), key_row,
-                     ptx::kEvictLast);
-      producer_acquire(bars->v[s], phase, plan.kv_bytes);
-      load_panels<D>(smem + plan.v_off + s * plan.kv_bytes, BN, tm_v, &bars->v[s].full, t.kv_head(), key_row,
-                     ptx::kEvictLast);
+      const int boxes = fwd_load_boxes(BN, t.len_k - n * BN);
+      producer_acquire(bars->k[s], phase, load_bytes<D>(boxes));
+      load_panels<D, BN>(smem + plan.k_off + s * plan.kv_bytes, boxes, tm_k, &bars->k[s].full, t.kv_head(), key_row,
+                         ptx::kEvictLast);
+      producer_acquire(bars->v[s], phase, load_bytes<D>(boxes));
+      load_panels<D, BN>(smem + plan.v_off + s * plan.kv_bytes, boxes, tm_v, &bars->v[s].full, t.kv_head(), key_row,
+                         ptx::kEvictLast);
     }
   }
 }
@@ -446,6 +462,12 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
   unsigned char* smem = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
 
+  // Rows of a V slot past a sequence's end may not be loaded (kFwdLoadRows); their P entries are 0,
+  // and 0 * V must be 0, so the slots start as zeros rather than whatever the last kernel left
+  // (a NaN bit pattern there would make 0 * NaN). Later they hold real V rows of earlier tiles.
+  for (int i = int(threadIdx.x); i < kFwdKvStages * plan.kv_bytes / 16; i += kFwdThreads)
+    reinterpret_cast<uint4*>(smem + plan.v_off)[i] = make_uint4(0u, 0u, 0u, 0u);
+  ptx::fence_proxy_async_smem();  // the zeros (generic proxy) before the TMA loads (async proxy)
   if (threadIdx.x == 0) {
     constexpr unsigned kConsumerWarps = 4 * kFwdConsumerWarpgroups;
     for (int s = 0; s < QS; ++s) {

@@ -202,3 +202,30 @@ TEST_CASE("tile padding efficiency: useful over computed score pairs") {
   CHECK(tile_padding_efficiency(with_lengths({0, 128}, {50, 128}), 128, 128) == doctest::Approx(1.0));
   CHECK(tile_padding_efficiency(with_lengths({0}, {0}), 128, 128) == doctest::Approx(1.0));
 }
+
+TEST_CASE("per-CTA schedule: the query tiles of a short-KV (sequence, head) stay together, pairs included") {
+  // Lq = 256 / Lk = 256 (two query tiles, two KV blocks: fits a two-block ring), Lq = 384 / Lk = 128
+  // (three tiles, one block), Lq = 100 (one tile) and Lk = 384 (three blocks: too many to keep).
+  const ProblemDesc p = with_lengths({256, 384, 100, 256}, {256, 128, 100, 384}, 2, 2);
+  for (SchedulePolicy policy : kPolicies) {
+    const CtaSchedule s = build_forward_schedule(p, 128, 128, policy, 3, 2);
+    CAPTURE(schedule_policy_name(policy));
+    REQUIRE(s.ctas() >= 1);
+    CHECK(same_tiles(s.tiles, build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 3)));
+    // Where each (sequence, head)'s tiles landed: one CTA, consecutive, for sequences 0 and 1.
+    for (int b : {0, 1}) {
+      for (int h = 0; h < 2; ++h) {
+        std::vector<int> at;
+        for (int i = 0; i < int(s.tiles.size()); ++i)
+          if (s.tiles[size_t(i)].batch == b && s.tiles[size_t(i)].head == h) at.push_back(i);
+        CAPTURE(b);
+        REQUIRE(at.size() == size_t(b == 0 ? 2 : 3));
+        for (size_t k = 1; k < at.size(); ++k) CHECK(at[k] == at[k - 1] + 1);
+        const auto cta_of = [&](int i) {
+          return int(std::upper_bound(s.cta_begin.begin(), s.cta_begin.end(), i) - s.cta_begin.begin()) - 1;
+        };
+        CHECK(cta_of(at.front()) == cta_of(at.back()));
+      }
+    }
+  }
+}

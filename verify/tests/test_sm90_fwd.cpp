@@ -115,3 +115,15 @@ TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and tr
   CHECK(sm90_kernel_sources(p, opt, false)[0].name_expression !=
         sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression);
 }
+
+TEST_CASE("sm90 forward loads only the 64-row halves of a tile that hold its rows") {
+  using sm90::fwd_load_boxes;
+  CHECK(sm90::kFwdLoadRows == 64);
+  CHECK(fwd_load_boxes(128, 1) == 1);
+  CHECK(fwd_load_boxes(128, 64) == 1);
+  CHECK(fwd_load_boxes(128, 65) == 2);
+  CHECK(fwd_load_boxes(128, 128) == 2);
+  CHECK(fwd_load_boxes(128, 1000) == 2);  // interior tiles and blocks: whole
+  CHECK(fwd_load_boxes(64, 17) == 1);
+  CHECK(fwd_load_boxes(64, 64) == 1);
+}
