@@ -17,8 +17,9 @@
 //     per step through a kBwdQStages ring.
 //   warpgroup 0, warp 1: the dQ writer. Bulk-reduces each finished dQ job from shared memory into
 //     the fp32 accumulator (and orders those reduces in the deterministic mode).
-//   warpgroups 1 and 2: consumers, 64 keys each. dK and dV (64 x D fp32 each) live in registers
-//     for the whole work tile; GQA sums the group's heads there, no atomics. With kBwdDqFinish
+//   warpgroups 1 and 2: consumers, 64 keys each, taking turns at issuing their GEMM batches
+//     (kBwdPingpong). dK and dV (64 x D fp32 each) live in registers for the whole work tile; GQA
+//     sums the group's heads there, no atomics. With kBwdDqFinish
 //     (deterministic mode) a consumer also finishes the dQ blocks it contributes to last: it
 //     announces each job at the start of the step that stages it, the writer has the TMA unit
 //     load the block's partial sum into shared memory meanwhile, and the consumer adds it to its

@@ -4,7 +4,8 @@
 // Roles (kernels/sm90/fwd_config.h for the shapes):
 //   warpgroup 0, one elected lane of warp 0: the producer. Issues every TMA load: Q (one tile per
 //     work item, double-buffered so the next tile's Q arrives during this tile's tail), and K and
-//     V for each inner step on their own two-stage rings. Gives its registers away (setmaxnreg.dec).
+//     V for each inner step on their own two-stage rings, in 64-row boxes: only the halves of an
+//     edge tile or key block that hold its rows. Gives its registers away (setmaxnreg.dec).
 //   warpgroups 1 and 2: consumers, 64 query rows each. Per inner step j:
 //       S_j = Q K_j^T            (wgmma, both operands in shared memory)
 //       O  += P_{j-1} V_{j-1}    (wgmma, P from registers: the S accumulator repacked, no smem trip)
