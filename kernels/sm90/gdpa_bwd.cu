@@ -82,17 +82,11 @@ constexpr unsigned kBwdConsumerWarps = 4 * kBwdConsumerWarpgroups;
 constexpr int kBwdBarEpilogueBase = 1;
 constexpr int kBwdBarTurnBase = kBwdBarEpilogueBase + kBwdConsumerWarpgroups;
 
-// kBwdPingpong: wait for this warpgroup's turn before issuing a GEMM batch; hand it over after.
-// Both warpgroups run the same steps of the same tiles and take two turns per step, so the turns
-// strictly alternate; no wait inside a turn depends on the other warpgroup's next turn.
+// kBwdPingpong: both warpgroups run the same steps of the same tiles and take two turns per step
+// (S^T and dP^T; dV, dK and the dQ job), so the turns strictly alternate; no wait inside a turn
+// depends on the other warpgroup's next turn.
 template <int FLAGS>
-__device__ __forceinline__ void bwd_turn_wait(int cw) {
-  if constexpr ((FLAGS & kBwdPingpong) != 0) ptx::named_barrier_sync(kBwdBarTurnBase + cw, 2 * 128);
-}
-template <int FLAGS>
-__device__ __forceinline__ void bwd_turn_pass(int cw) {
-  if constexpr ((FLAGS & kBwdPingpong) != 0) ptx::named_barrier_arrive(kBwdBarTurnBase + (cw ^ 1), 2 * 128);
-}
+using BwdTurns = ConsumerTurns<(FLAGS & kBwdPingpong) != 0, kBwdBarTurnBase>;
 
 // Everything about one work tile that producer, writer and consumers derive from the host's
 // WorkTile, so no role has to tell another anything.
@@ -725,8 +719,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // position (one slot per step, so the producer's ring counter equals it too).
   int step = 0;
   float dv[D / 2], dk[D / 2];  // live for a whole work tile
-  // kBwdPingpong: the second consumer hands the first turn to the first.
-  if (kPingpong && cw == 1) bwd_turn_pass<FLAGS>(cw);
+  BwdTurns<FLAGS>::start(cw);
 
   for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
     // Row 0 of this warpgroup's 64 keys in dK / dV.
@@ -817,12 +810,12 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
 
       // 1-2: the two transposed score products, one commit group.
       consumer_wait(bars->qdo[qs], unsigned(step / kBwdQStages) & 1u);
-      bwd_turn_wait<FLAGS>(cw);
+      BwdTurns<FLAGS>::wait(cw);
       ptx::wgmma_fence();
       issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
       issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
       ptx::wgmma_commit();
-      bwd_turn_pass<FLAGS>(cw);
+      BwdTurns<FLAGS>::pass(cw);
 
       // 3-4: P^T and dS^T.
       ptx::wgmma_wait<0>();
@@ -853,7 +846,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // waited for before the turn is taken, so a turn is never held across that wait.
       const bool dq_job = kHasDq && chunk >= 0;
       if (kPingpong && dq_job) wait_ds_full(dq_step, bars);
-      bwd_turn_wait<FLAGS>(cw);
+      BwdTurns<FLAGS>::wait(cw);
       ptx::wgmma_fence();
       issue_acc_rs<DTYPE, D>(dv, pk, do_tile);
       issue_acc_rs<DTYPE, D>(dk, dsk, q_tile);
@@ -862,7 +855,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         if (!kPingpong) wait_ds_full(dq_step, bars);
         issue_dq<DTYPE, D>(dq, dq_step, chunk, ds_tiles, k_tile);
       }
-      bwd_turn_pass<FLAGS>(cw);
+      BwdTurns<FLAGS>::pass(cw);
 
       // 8: everything of this step has finished reading Q, dO, P^T, dS^T and the dS buffer.
       ptx::wgmma_wait<0>();

@@ -216,15 +216,9 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[
     issue_pv<DTYPE, D, BN, false>(o, p, v_tile);
 }
 
-// Pingpong turn-taking: wait for my turn before issuing a GEMM batch, hand the turn over after.
+// Pingpong (kFwdPingpong): one turn per inner step, S_j and PV_{j-1} issued together.
 template <int FLAGS>
-__device__ __forceinline__ void sched_wait(int cw) {
-  if constexpr ((FLAGS & kFwdPingpong) != 0) ptx::named_barrier_sync(kBarSchedBase + cw, 2 * 128);
-}
-template <int FLAGS>
-__device__ __forceinline__ void sched_pass(int cw) {
-  if constexpr ((FLAGS & kFwdPingpong) != 0) ptx::named_barrier_arrive(kBarSchedBase + (cw ^ 1), 2 * 128);
-}
+using FwdTurns = ConsumerTurns<(FLAGS & kFwdPingpong) != 0, kBarSchedBase>;
 
 template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX, bool TWICE>
 __device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
@@ -279,9 +273,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   SoftmaxRows rows;  // softmax variant only (dead code for GDPA)
   float corr[2];
 
-  // The second consumer hands the first turn to the first.
-  if constexpr ((FLAGS & kFwdPingpong) != 0)
-    if (cw == 1) ptx::named_barrier_arrive(kBarSchedBase + 0, 2 * 128);
+  FwdTurns<FLAGS>::start(cw);
 
   int q_count = 0;   // Q tiles consumed; the producer loads them in the same order
   int kv_count = 0;  // K/V blocks loaded by the producer so far
@@ -327,11 +319,11 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     if (!first_s_in_flight) {
       consumer_wait(bars->q[qs], phase_of(q_count, QS));
       if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
-      sched_wait<FLAGS>(cw);
+      FwdTurns<FLAGS>::wait(cw);
       ptx::wgmma_fence();
       issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kvb));
       ptx::wgmma_commit();
-      sched_pass<FLAGS>(cw);
+      FwdTurns<FLAGS>::pass(cw);
     }
     ptx::wgmma_wait<0>();
     ptx::fence_operand(s_acc);
@@ -351,7 +343,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
         consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
       }
-      sched_wait<FLAGS>(cw);
+      FwdTurns<FLAGS>::wait(cw);
       ptx::wgmma_fence();
       issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
       ptx::wgmma_commit();
@@ -361,7 +353,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       }
       issue_pv<DTYPE, D, BN>(o_acc, p_in, v_tile(vj), j > 1);
       ptx::wgmma_commit();
-      sched_pass<FLAGS>(cw);
+      FwdTurns<FLAGS>::pass(cw);
       if constexpr (kOverlap)
         ptx::wgmma_wait<1>();  // S_j done; the PV GEMM may still run under the activation
       else
@@ -392,7 +384,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         consumer_wait(bars->q[(q_count + 1) % QS], phase_of(q_count + 1, QS));
         if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
       }
-      sched_wait<FLAGS>(cw);
+      FwdTurns<FLAGS>::wait(cw);
       ptx::wgmma_fence();
       issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
       ptx::wgmma_commit();
@@ -400,7 +392,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
         ptx::wgmma_commit();
       }
-      sched_pass<FLAGS>(cw);
+      FwdTurns<FLAGS>::pass(cw);
       if (prefetch)
         ptx::wgmma_wait<1>();
       else

@@ -50,6 +50,18 @@ ProblemDesc half_fold_problem(Activation act, uint64_t seed, int heads_q, int he
   return p;
 }
 
+// A jagged GQA batch for the backward's bit-identity tests: fast_gelu, both scales. Causal gets keys
+// a third as long as the queries, so the first two thirds of each sequence's query tiles see no key
+// (their dQ rows are the small pass's zeros) and dQ blocks have one or several contributors.
+ProblemDesc bit_identity_problem(MaskKind mask, int head_dim, uint64_t seed) {
+  ProblemDesc p = half_fold_problem(kFastGelu, seed, 4, 2);
+  p.mask = mask;
+  p.head_dim = head_dim;
+  if (mask == kMaskCausal)
+    for (int b = 0; b < p.batch(); ++b) p.cu_seqlens_k[b + 1] = p.cu_seqlens_k[b] + p.len_q(b) / 3;
+  return p;
+}
+
 struct Grads {
   std::vector<uint16_t> dq, dk, dv;
 };
@@ -76,6 +88,21 @@ void check_same_backward_bits(const Sm90Options& a_opt, const Sm90Options& b_opt
   CHECK(a.dq == b.dq);
   CHECK(a.dk == b.dk);
   CHECK(a.dv == b.dv);
+}
+
+// check_same_backward_bits on bit_identity_problem for no mask and causal, D = 64 and 128 (D = 64
+// alternates the dQ jobs between the consumer warpgroups, D = 128 gives each one per step).
+void check_same_bits_over_masks_and_dims(const Sm90Options& a, const Sm90Options& b, uint64_t seed,
+                                         const Context& ctx) {
+  for (MaskKind mask : {kMaskNone, kMaskCausal}) {
+    for (int d : {64, 128}) {
+      const ProblemDesc p = bit_identity_problem(mask, d, seed);
+      DeviceProblem dp(p, make_inputs(p, seed + 1, true), true);
+      CAPTURE(d);
+      CAPTURE(int(mask));
+      check_same_backward_bits(a, b, p, dp, ctx);
+    }
+  }
 }
 
 }  // namespace
@@ -150,42 +177,19 @@ TEST_SUITE("gpu") {
     // tiles no key sees (zeros from the small pass), and GQA gives blocks several heads' parts.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    for (MaskKind mask : {kMaskNone, kMaskCausal}) {
-      for (int d : {64, 128}) {
-        ProblemDesc p = half_fold_problem(kFastGelu, 95, 4, 2);
-        p.mask = mask;
-        p.head_dim = d;
-        if (mask == kMaskCausal)  // keys = a third of the queries: the first two thirds see none
-          for (int b = 0; b < p.batch(); ++b) p.cu_seqlens_k[b + 1] = p.cu_seqlens_k[b] + p.len_q(b) / 3;
-        DeviceProblem dp(p, make_inputs(p, 96, true), true);
-        Sm90Options finish, convert;  // explicit flags: the default leaves the finish off at a mean Lk > 384
-        finish.bwd_flags = sm90::kBwdDefaultFlags;
-        convert.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
-        CAPTURE(d);
-        CAPTURE(int(mask));
-        check_same_backward_bits(finish, convert, p, dp, ctx);
-      }
-    }
+    Sm90Options finish, convert;  // explicit flags: the default leaves the finish off at a mean Lk > 384
+    finish.bwd_flags = sm90::kBwdDefaultFlags;
+    convert.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+    check_same_bits_over_masks_and_dims(finish, convert, 95, ctx);
   }
   TEST_CASE("sm90 backward: taking turns at the tensor cores changes no bit of dQ, dK, dV") {
     // kBwdPingpong only orders the two consumer warpgroups' GEMM batches; with the deterministic dQ
-    // order every sum is formed the same way, so any difference is a synchronisation bug. D = 64
-    // alternates the dQ jobs between the warpgroups, D = 128 gives each one per step.
+    // order every sum is formed the same way, so any difference is a synchronisation bug.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    for (MaskKind mask : {kMaskNone, kMaskCausal}) {
-      for (int d : {64, 128}) {
-        ProblemDesc p = half_fold_problem(kFastGelu, 97, 4, 2);
-        p.mask = mask;
-        p.head_dim = d;
-        DeviceProblem dp(p, make_inputs(p, 98, true), true);
-        Sm90Options turns, free_running;
-        free_running.bwd_flags_drop = sm90::kBwdPingpong;
-        CAPTURE(d);
-        CAPTURE(int(mask));
-        check_same_backward_bits(turns, free_running, p, dp, ctx);
-      }
-    }
+    Sm90Options turns, free_running;
+    free_running.bwd_flags_drop = sm90::kBwdPingpong;
+    check_same_bits_over_masks_and_dims(turns, free_running, 97, ctx);
   }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {
     // kFwdHalfFold rounds 2 f instead of f and halves O once (activations.cuh act_twice_f): exact
