@@ -168,6 +168,31 @@ class Sm90Kernel final : public AttentionKernel {
 
 std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt) { return std::make_unique<Sm90Kernel>(opt); }
 
+Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int load_rows, bool kv_reuse) {
+  const int bm = sm90::kFwdBlockM, bn = sm90::fwd_block_n(p.head_dim);
+  if (load_rows <= 0 || bm % load_rows != 0 || bn % load_rows != 0)
+    throw ProblemError("forward traffic: load_rows must divide the tile (" + std::to_string(bm) + " rows)");
+  const CtaSchedule sched =
+      build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, kv_reuse ? sm90::kFwdKvStages : 0);
+  const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, kv_reuse);
+  const double row_bytes = double(p.head_dim) * 2.0;  // one head's row of a 16-bit tensor
+  // Rows of `rows`-row tile whose first `valid` rows are real, rounded up to whole boxes.
+  auto loaded_rows = [&](int rows, int valid) {
+    return std::min(rows, (std::max(valid, 1) + load_rows - 1) / load_rows * load_rows);
+  };
+  Sm90ForwardTraffic t;
+  for (const sm90::FwdTileRecord& r : records) {
+    const int n0 = r.n_range & 0xFFFF, n1 = r.n_range >> 16;
+    if (n1 <= n0) continue;  // sees no key: writes zeros, loads nothing
+    t.loaded_bytes += loaded_rows(bm, r.len_q - r.m0) * row_bytes;        // Q
+    t.loaded_bytes += std::min(bm, r.len_q - r.m0) * row_bytes;           // O
+    if (r.flags & sm90::kFwdTileReusesKv) continue;
+    for (int n = n0; n < n1; ++n) t.loaded_bytes += 2.0 * loaded_rows(bn, r.len_k - n * bn) * row_bytes;  // K, V
+  }
+  t.minimum_bytes = 2.0 * double(p.total_q()) * p.q_row() * 2.0 + 2.0 * double(p.total_k()) * p.k_row() * 2.0;
+  return t;
+}
+
 int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, bool backward) {
   if (p.activation != kFastGelu) return flags;
   return sm90::with_act_mix(flags, opt.act_mix < 0 ? sm90::act_mix_default(p.head_dim, backward) : opt.act_mix);

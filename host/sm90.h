@@ -35,6 +35,18 @@ std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt = {});
 // fast_gelu has a MUFU form to mix; act_mix < 0 takes act_mix_default for the head dim.
 int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, bool backward);
 
+// What the sm90 forward moves between L2 and the SMs for problem p under its default schedule
+// (zigzag on `num_sms` SMs), next to the least any kernel must (Q, K, V read once, O written once;
+// the benchmark's byte count). Q is loaded per query tile and K, V per visited key block, in boxes
+// of `load_rows` rows covering the rows a tile or block holds (the kernel: kFwdLoadRows; 128 gives
+// whole tiles); with `kv_reuse` the tiles that keep the previous tile's K/V resident load none. O
+// counts its valid rows. At L = 256 the forward is bound by L2 traffic, which this model counts.
+struct Sm90ForwardTraffic {
+  double loaded_bytes = 0;   // Q, K, V brought to shared memory, O stored
+  double minimum_bytes = 0;  // Q, K, V, O once
+};
+Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int load_rows, bool kv_reuse);
+
 // The exact variants prepare() would compile, for ahead-of-time compilation (`make kernels`).
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward);
 

@@ -5,6 +5,7 @@
 
 #include "../bench.h"
 #include "../scheduler.h"
+#include "../sm90.h"
 #include "args.h"
 #include "commands.h"
 
@@ -17,7 +18,9 @@ int cmd_schedule(int argc, char** argv) {
         "usage: gdpa schedule [--sms 132] [--block-m 128] [--block-n 128] [--seed N] [--out DIR]\n"
         "  For every benchmark set and policy (grid, longest-first, zigzag), builds the forward and backward\n"
         "  tile lists and prints the per-SM load skew (max / mean of assigned work; 1.0 is balanced), then\n"
-        "  each set's useful / computed score pairs when sequences are cut into whole tiles.\n"
+        "  each set's useful / computed score pairs when sequences are cut into whole tiles, and the bytes the\n"
+        "  sm90 forward moves between L2 and the SMs over the set's minimum (whole 128-row tiles without K/V\n"
+        "  reuse; 64-row halves without; 64-row halves with K/V kept resident, the kernel's default).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
   }
@@ -27,17 +30,33 @@ int cmd_schedule(int argc, char** argv) {
   Json rows = Json::array();
   std::printf("%-18s %-14s %10s %10s %10s %10s\n", "set", "policy", "fwd tiles", "fwd skew", "bwd tiles", "bwd skew");
   Json padding = Json::array();
-  std::vector<std::string> padding_lines;
+  std::vector<std::string> padding_lines, traffic_lines;
   for (const BenchSet& set : seed_bench_sets()) {
     const ProblemDesc p = bench_problem(set, seed, default_bench_base());
     const double eff_f = tile_padding_efficiency(p, bm, bn), eff_b = tile_padding_efficiency(p, 64, bn);
     char line[160];
     std::snprintf(line, sizeof line, "%-18s %10.3f %10.3f", set.name.c_str(), eff_f, eff_b);
     padding_lines.push_back(line);
+    // Forward L2 traffic over the minimum, three loading schemes (sm90.h sm90_forward_traffic).
+    double traffic[3];
+    const struct {
+      int rows;
+      bool reuse;
+    } schemes[3] = {{128, false}, {64, false}, {64, true}};
+    for (int k = 0; k < 3; ++k) {
+      const Sm90ForwardTraffic t = sm90_forward_traffic(p, sms, schemes[k].rows, schemes[k].reuse);
+      traffic[k] = t.minimum_bytes > 0 ? t.loaded_bytes / t.minimum_bytes : 0;
+    }
+    std::snprintf(line, sizeof line, "%-18s %10.2f %10.2f %10.2f", set.name.c_str(), traffic[0], traffic[1],
+                  traffic[2]);
+    traffic_lines.push_back(line);
     padding.push(Json::object()
                      .set("set", Json::string(set.name))
                      .set("fwd_efficiency", Json::number(eff_f))
-                     .set("bwd_efficiency", Json::number(eff_b)));
+                     .set("bwd_efficiency", Json::number(eff_b))
+                     .set("fwd_traffic_whole_tiles", Json::number(traffic[0]))
+                     .set("fwd_traffic_halves", Json::number(traffic[1]))
+                     .set("fwd_traffic_halves_kv_reuse", Json::number(traffic[2])));
     for (SchedulePolicy pol : {SchedulePolicy::kGridOrder, SchedulePolicy::kLongestFirst, SchedulePolicy::kZigzag}) {
       const auto f = build_forward_tiles(p, bm, bn, pol, sms);
       const auto b = build_backward_tiles(p, 64, bn, pol, sms);
@@ -59,6 +78,9 @@ int cmd_schedule(int argc, char** argv) {
   std::printf("\nuseful / computed score pairs with whole tiles (fwd %d x %d, bwd 64 x %d):\n", bm, bn, bn);
   std::printf("%-18s %10s %10s\n", "set", "fwd", "bwd");
   for (const std::string& l : padding_lines) std::printf("%s\n", l.c_str());
+  std::printf("\nsm90 forward, bytes between L2 and the SMs / the set's minimum (Q, K, V, O once):\n");
+  std::printf("%-18s %10s %10s %10s\n", "set", "128 rows", "64 rows", "+ K/V kept");
+  for (const std::string& l : traffic_lines) std::printf("%s\n", l.c_str());
   Json root = Json::object();
   root.set("padding_efficiency", padding);
   root.set("what", Json::string("per-SM load skew (max/mean of tile work) of each scheduling policy"))

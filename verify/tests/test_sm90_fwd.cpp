@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../../host/compile.h"
+#include "../../host/generator.h"
 #include "../../host/problem.h"
 #include "../../host/sm90.h"
 #include "../../kernels/sm90/act_mix.h"
@@ -126,4 +127,24 @@ TEST_CASE("sm90 forward loads only the 64-row halves of a tile that hold its row
   CHECK(fwd_load_boxes(128, 1000) == 2);  // interior tiles and blocks: whole
   CHECK(fwd_load_boxes(64, 17) == 1);
   CHECK(fwd_load_boxes(64, 64) == 1);
+}
+
+TEST_CASE("sm90 forward traffic model: rows loaded per tile, K/V kept for a pair, against the minimum") {
+  // Sequence 0: Lq = Lk = 60, one tile and one key block. Sequence 1: Lq = Lk = 200, two query
+  // tiles (128 and 72 rows) and two key blocks (128 and 72 keys). One head, D = 128: a row is 256 B.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 1;
+  p.head_dim = 128;
+  p.cu_seqlens_q = p.cu_seqlens_k = offsets_from_lengths({60, 200});
+  const double row = 256.0;
+  // Whole 128-row tiles: seq 0 loads Q 128 + K, V 2 x 128 and stores O 60; seq 1 loads Q 2 x 128
+  // and, per tile, K, V 2 x (128 + 128), and stores O 200.
+  const Sm90ForwardTraffic whole = sm90_forward_traffic(p, 1, 128, false);
+  CHECK(whole.loaded_bytes == (128 + 256 + 60 + 256 + 1024 + 200) * row);
+  CHECK(whole.minimum_bytes == (2 * 260 + 2 * 260) * row);
+  // 64-row halves: seq 0's Q, K and V shrink to 64 rows; seq 1's 72-row edges still need both halves.
+  CHECK(sm90_forward_traffic(p, 1, 64, false).loaded_bytes == (64 + 128 + 60 + 256 + 1024 + 200) * row);
+  // K/V kept: seq 1's second tile reads the first one's two blocks from shared memory.
+  CHECK(sm90_forward_traffic(p, 1, 64, true).loaded_bytes == (64 + 128 + 60 + 256 + 512 + 200) * row);
+  CHECK_THROWS_AS(sm90_forward_traffic(p, 1, 48, true), ProblemError);
 }
