@@ -40,7 +40,8 @@ int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, b
 // the benchmark's byte count). Q is loaded per query tile and K, V per visited key block, in boxes
 // of `load_rows` rows covering the rows a tile or block holds (the kernel: kFwdLoadRows; 128 gives
 // whole tiles); with `kv_reuse` the tiles that keep the previous tile's K/V resident load none. O
-// counts its valid rows. At L = 256 the forward is bound by L2 traffic, which this model counts.
+// counts its valid rows. These are the SM side's requests to L2, the busiest unit of the forward
+// at L = 256 (ncu); DRAM fills and write-backs come on top.
 struct Sm90ForwardTraffic {
   double loaded_bytes = 0;   // Q, K, V brought to shared memory, O stored
   double minimum_bytes = 0;  // Q, K, V, O once
