@@ -20,10 +20,10 @@
 //   warpgroups 1 and 2: consumers, 64 keys each, taking turns at issuing their GEMM batches
 //     (kBwdPingpong). dK and dV (64 x D fp32 each) live in registers for the whole work tile; GQA
 //     sums the group's heads there, no atomics. With kBwdDqFinish (deterministic mode) a
-//     consumer also finishes the dQ blocks it contributes to last: it
-//     announces each job at the start of the step that stages it, the writer has the TMA unit
-//     load the block's partial sum into shared memory meanwhile, and the consumer adds it to its
-//     own part in registers, scales, rounds and stores the io-dtype rows (bwd_dq_announce,
+//     consumer also finishes the dQ blocks it contributes to last: it announces each job at the
+//     start of the step that stages it, the writer has the TMA unit load the block's partial
+//     sum into shared memory meanwhile, and the consumer adds it to its own part in registers,
+//     scales, rounds and stores the io-dtype rows (bwd_dq_announce,
 //     bwd_dq_finish).
 // Warps 2 and 3 of warpgroup 0 have no work and leave at once.
 //
