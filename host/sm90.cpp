@@ -176,10 +176,8 @@ Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int l
       build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, kv_reuse ? sm90::kFwdKvStages : 0);
   const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, kv_reuse);
   const double row_bytes = double(p.head_dim) * 2.0;  // one head's row of a 16-bit tensor
-  // Rows of `rows`-row tile whose first `valid` rows are real, rounded up to whole boxes.
-  auto loaded_rows = [&](int rows, int valid) {
-    return std::min(rows, (std::max(valid, 1) + load_rows - 1) / load_rows * load_rows);
-  };
+  // Rows of a `rows`-row tile whose first `valid` rows are real, in whole boxes (as the kernel loads).
+  auto loaded_rows = [&](int rows, int valid) { return sm90::fwd_load_boxes(rows, valid, load_rows) * load_rows; };
   Sm90ForwardTraffic t;
   for (const sm90::FwdTileRecord& r : records) {
     const int n0 = r.n_range & 0xFFFF, n1 = r.n_range >> 16;

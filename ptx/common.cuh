@@ -10,6 +10,7 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
 }
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
+__device__ __forceinline__ int warp_id() { return threadIdx.x >> 5; }
 
 // threadIdx.x read afresh (a volatile read the compiler cannot merge with earlier ones): for code
 // that runs once per work tile, so that a value derived from the thread index is not kept live, or
@@ -19,7 +20,6 @@ __device__ __forceinline__ int thread_x_fresh() {
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
   return v;
 }
-__device__ __forceinline__ int warp_id() { return threadIdx.x >> 5; }
 
 // Index of this thread's warpgroup (4 consecutive warps, the unit wgmma and setmaxnreg act on).
 // Read through a shuffle so the compiler knows it is warp-uniform and keeps role branches uniform.

@@ -36,10 +36,12 @@ constexpr int kFwdKvStages = 2;
 // lengths a large share of the rows whole 128-row boxes bring belong to the next sequence.
 constexpr int kFwdLoadRows = 64;
 
-// 64-row boxes of a `rows`-row tile that cover its first `valid` rows (at least one box: a tile
-// whose rows all lie past the end does not exist, and a key block is only loaded when it is seen).
-GDPA_HD constexpr int fwd_load_boxes(int rows, int valid) {
-  return valid >= rows ? rows / kFwdLoadRows : valid <= kFwdLoadRows ? 1 : (valid + kFwdLoadRows - 1) / kFwdLoadRows;
+// Boxes of `box_rows` rows (the kernel's: kFwdLoadRows) of a `rows`-row tile that cover its first
+// `valid` rows (at least one box: a tile whose rows all lie past the end does not exist, and a key
+// block is only loaded when it is seen). The host's traffic model (sm90_forward_traffic) asks the
+// same question for other box sizes.
+GDPA_HD constexpr int fwd_load_boxes(int rows, int valid, int box_rows = kFwdLoadRows) {
+  return valid >= rows ? rows / box_rows : valid <= box_rows ? 1 : (valid + box_rows - 1) / box_rows;
 }
 
 // BlockN: keys per inner step. 128 keeps S (64 regs), P (2 x 32) and O (64 regs) of a consumer
