@@ -201,6 +201,21 @@ std::vector<CheckCase> check_matrix(bool backward, uint64_t seed) {
     add("tile edges causal", p);
   }
   {
+    ProblemDesc p = base(110);
+    // Every sequence with two KV tiles (128 < Lk <= 256) and a mean Lq above kBwdPairMinMeanLenQ:
+    // the backward runs its KV tiles in cluster pairs (kBwdPair). Query lengths off the 64-row
+    // step edges, one empty, one single row.
+    const std::vector<int> lq = {700, 0, 1, 450, 65, 1100}, lk = {256, 129, 200, 255, 130, 192};
+    p.cu_seqlens_q = offsets_from_lengths(lq);
+    p.cu_seqlens_k = offsets_from_lengths(lk);
+    add("KV pairs", p);
+    p.heads_q = 4;
+    p.heads_kv = 2;
+    p.logit_scale = 0.5f;
+    p.out_scale = 1.25f;
+    add("KV pairs G=2 scales", p);
+  }
+  {
     ProblemDesc p = base(107);
     p.logit_scale = 0.35f;
     p.out_scale = 1.75f;

@@ -34,7 +34,7 @@ namespace {
   X(cuCtxSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                 \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuModuleLoadData)                \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)           \
-  X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamCreate) X(cuStreamDestroy)                     \
+  X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters) X(cuStreamCreate) X(cuStreamDestroy)                     \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                     \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)
 
@@ -393,7 +393,11 @@ std::string dims(const unsigned d[3]) {
 }
 }  // namespace
 
-void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** args) {
+namespace {
+
+// The launch configuration of `shape` (checked), with the function's dynamic shared memory opt-in
+// raised; `attrs` must outlive the returned config, which points at it.
+CUlaunchConfig launch_config(CUfunction fn, const LaunchShape& shape, CUstream stream, CUlaunchAttribute* attrs) {
   // Shape errors are caught here, before the driver, so they read as one clear line.
   for (int i = 0; i < 3; ++i) {
     if (shape.grid[i] == 0 || shape.block[i] == 0 || shape.cluster[i] == 0)
@@ -413,7 +417,6 @@ void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** arg
     GDPA_CU(api.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    int(shape.dynamic_smem)));
 
-  CUlaunchAttribute attrs[1] = {};
   CUlaunchConfig cfg = {};
   cfg.gridDimX = shape.grid[0];
   cfg.gridDimY = shape.grid[1];
@@ -435,7 +438,23 @@ void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** arg
     cfg.attrs = attrs;
     cfg.numAttrs = 1;
   }
-  GDPA_CU(api.cuLaunchKernelEx(&cfg, fn, args, nullptr));
+  return cfg;
+}
+
+}  // namespace
+
+void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** args) {
+  CUlaunchAttribute attrs[1] = {};
+  const CUlaunchConfig cfg = launch_config(fn, shape, stream, attrs);
+  GDPA_CU(cu().cuLaunchKernelEx(&cfg, fn, args, nullptr));
+}
+
+int max_active_clusters(CUfunction fn, const LaunchShape& shape) {
+  CUlaunchAttribute attrs[1] = {};
+  const CUlaunchConfig cfg = launch_config(fn, shape, nullptr, attrs);
+  int n = 0;
+  GDPA_CU(cu().cuOccupancyMaxActiveClusters(&n, fn, &cfg));
+  return n;
 }
 
 }  // namespace gdpa

@@ -60,6 +60,7 @@ struct DriverApi {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
+  CUresult (*cuOccupancyMaxActiveClusters)(int*, CUfunction, const CUlaunchConfig*);
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
@@ -199,5 +200,9 @@ struct LaunchShape {
 // cuLaunchKernelEx with the shape above; args as for cuLaunchKernel. Throws on launch errors
 // (the error of an asynchronous fault shows at the next synchronize, which also checks).
 void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** args);
+
+// How many clusters of `shape` (its cluster, block and shared memory; the grid is ignored) the
+// device can hold resident at once: the persistent grid of a cluster launch. 0 if none fits.
+int max_active_clusters(CUfunction fn, const LaunchShape& shape);
 
 }  // namespace gdpa

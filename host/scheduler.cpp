@@ -55,6 +55,8 @@ std::vector<WorkTile> deal_zigzag(const std::vector<WorkTile>& sorted, int worke
   return out;
 }
 
+}  // namespace
+
 std::vector<WorkTile> apply_policy(std::vector<WorkTile> tiles, SchedulePolicy policy, int num_sms) {
   switch (policy) {
     case SchedulePolicy::kGridOrder:
@@ -68,8 +70,6 @@ std::vector<WorkTile> apply_policy(std::vector<WorkTile> tiles, SchedulePolicy p
   }
   throw ProblemError("unknown schedule policy " + std::to_string(int(policy)));
 }
-
-}  // namespace
 
 const char* schedule_policy_name(SchedulePolicy p) {
   switch (p) {

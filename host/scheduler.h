@@ -54,6 +54,10 @@ std::vector<WorkTile> build_forward_tiles(const ProblemDesc& p, int block_m, int
 std::vector<WorkTile> build_backward_tiles(const ProblemDesc& p, int block_m, int block_n,
                                            SchedulePolicy policy, int num_sms);
 
+// A tile list reordered by `policy` for `num_sms` workers (the two builders above end with it; a
+// launcher that filters or regroups their grid-order list applies it afterwards).
+std::vector<WorkTile> apply_policy(std::vector<WorkTile> tiles, SchedulePolicy policy, int num_sms);
+
 // Grid of the persistent launch: one CTA per worker, fewer when there are fewer tiles.
 inline unsigned persistent_grid(size_t num_tiles, int num_sms) {
   return unsigned(num_tiles < size_t(num_sms) ? num_tiles : size_t(num_sms));

@@ -8,6 +8,8 @@
 //      kBwdDqFinish, the deterministic default, the kernel has written every block that has a
 //      contributor, and this pass only writes the zeros of blocks no key tile sees).
 // The accumulator uses the blocked per-query-tile layout of kernels/sm90/bwd_config.h.
+// With kBwdPair (every sequence has two KV tiles, no mask) it is only step 2, launched in clusters
+// of two CTAs: the two KV tiles of a sequence finish dQ between them in shared memory.
 #include "sm90_bwd.h"
 
 #include <algorithm>
@@ -47,6 +49,20 @@ void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles) {
   }
 }
 
+bool sm90_bwd_pair_eligible(const ProblemDesc& p) {
+  if (p.head_dim != 128 || p.mask != kMaskNone || !p.kv_index.empty()) return false;
+  for (int b = 0; b < p.batch(); ++b)
+    if (p.len_k(b) <= sm90::kBwdBlockN || p.len_k(b) > 2 * sm90::kBwdBlockN) return false;
+  return p.batch() > 0;
+}
+
+std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles) {
+  std::vector<WorkTile> items;
+  for (const WorkTile& t : tiles)
+    if (t.block == 0) items.push_back(t);
+  return items;
+}
+
 namespace {
 
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
@@ -59,6 +75,12 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The default uses it only where it measured faster (bwd_config.h kBwdDqFinishMaxMeanLenK).
   if (o.bwd_flags < 0 && p.batch() > 0 && p.total_k() > int64_t(sm90::kBwdDqFinishMaxMeanLenK) * p.batch())
     f &= ~sm90::kBwdDqFinish;
+  // Pairs where the problem allows them and the query steps per KV tile are many enough to pay
+  // (bwd_config.h kBwdPairMinMeanLenQ), in either mode: rank 1 adds rank 0's part to its own, one
+  // fixed order, so the result is deterministic anyway.
+  if (o.bwd_flags < 0 && !(o.bwd_flags_drop & (sm90::kBwdPair | sm90::kBwdDqFinish)) && sm90_bwd_pair_eligible(p) &&
+      p.total_q() >= int64_t(sm90::kBwdPairMinMeanLenQ) * p.batch())
+    f |= sm90::kBwdPair | sm90::kBwdDqFinish;
   return sm90_with_act_mix(f, o, p, true);
 }
 
@@ -96,26 +118,45 @@ class Sm90BackwardImpl final : public Sm90Backward {
     if (!sm90_backward_supports(p, &why)) throw ProblemError("sm90 backward: " + why);
     const int flags = bwd_flags_of(opt_, p);
     if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask)) throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
+    pair_ = (flags & sm90::kBwdPair) != 0;
+    if (pair_ && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish)))
+      throw ProblemError("sm90 backward: kBwdPair needs head_dim 128, no mask, every Lk in (128, 256] and kBwdDqFinish");
     desc_ = p;
     sms_ = dev.sm_count;
     main_ = load(main_source(p, flags));
-    convert_ = load(convert_source(p, flags));
-
-    std::vector<WorkTile> tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, sms_);
-    if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
-    num_tiles_ = int(tiles.size());
-    tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
-    if (!tiles.empty()) tiles_.upload(tiles);
-
-    slots_ = sm90::dq_num_slots(p.total_q(), p.batch());
-    const size_t acc_floats = size_t(slots_) * size_t(p.heads_q) * size_t(p.head_dim) * sm90::kBwdBlockM;
-    accum_ = DeviceBuffer(std::max<size_t>(16, acc_floats * sizeof(float)));
-    semaphores_ = DeviceBuffer(opt_.deterministic ? std::max<size_t>(16, size_t(slots_) * p.heads_q * sizeof(int)) : 16);
+    if (!pair_) convert_ = load(convert_source(p, flags));
 
     smem_ = size_t(sm90::bwd_smem_request(p.head_dim));
     if (smem_ > size_t(dev.max_smem_optin))
       throw CudaError("sm90 backward needs " + std::to_string(smem_) + " bytes of shared memory, the device allows " +
                       std::to_string(dev.max_smem_optin));
+    std::vector<WorkTile> tiles;
+    if (pair_) {
+      // The workers are the clusters the device holds at once; a cluster never waits on another,
+      // so the policy's order needs no deterministic fix-up.
+      LaunchShape shape = main_shape();
+      shape.grid[0] = 2;
+      const int clusters = max_active_clusters(main_->function(), shape);
+      if (clusters < 1) throw CudaError("sm90 backward: the device cannot hold one cluster of two CTAs");
+      const std::vector<WorkTile> grid_order =
+          build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, SchedulePolicy::kGridOrder, clusters);
+      tiles = apply_policy(sm90_bwd_pair_items(grid_order), opt_.policy, clusters);
+      grid_ = 2u * persistent_grid(tiles.size(), clusters);
+    } else {
+      tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, sms_);
+      if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
+      grid_ = persistent_grid(tiles.size(), sms_);
+    }
+    num_tiles_ = int(tiles.size());
+    tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
+    if (!tiles.empty()) tiles_.upload(tiles);
+
+    // Pairs finish every dQ block in the kernel: no accumulator, no semaphores.
+    slots_ = sm90::dq_num_slots(p.total_q(), p.batch());
+    const size_t acc_floats = pair_ ? 0 : size_t(slots_) * size_t(p.heads_q) * size_t(p.head_dim) * sm90::kBwdBlockM;
+    accum_ = DeviceBuffer(std::max<size_t>(16, acc_floats * sizeof(float)));
+    semaphores_ = DeviceBuffer(opt_.deterministic && !pair_ ? std::max<size_t>(16, size_t(slots_) * p.heads_q * sizeof(int)) : 16);
+
   }
 
   void run(const DeviceTensors& t, CUstream stream) override {
@@ -125,10 +166,13 @@ class Sm90BackwardImpl final : public Sm90Backward {
     // Non-deterministic: the kernel only adds (bulk reduce) and dq_convert reads every slot, so the
     // accumulator starts at zero. Deterministic: the first contributor of each block stores and
     // dq_convert writes zeros where the semaphore says nobody did; only the semaphores are zeroed.
-    if (opt_.deterministic)
+    if (pair_) {
+      // nothing to clear: every dQ block is finished by the kernel
+    } else if (opt_.deterministic) {
       semaphores_.fill_u32(0u, stream);
-    else
+    } else {
       accum_.fill_u32(0u, stream);
+    }
 
     GdpaParams params = make_params(p, t);
     params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
@@ -148,14 +192,12 @@ class Sm90BackwardImpl final : public Sm90Backward {
       // dK and dV leave 64 key rows (one consumer warpgroup's) x 64 columns per TMA store.
       CUtensorMap tm_dk = make_tensor_map_3d(t.dk, p.dtype, p.total_k(), p.heads_kv, p.head_dim, 64);
       CUtensorMap tm_dv = make_tensor_map_3d(t.dv, p.dtype, p.total_k(), p.heads_kv, p.head_dim, 64);
-      LaunchShape shape;
-      shape.grid[0] = persistent_grid(size_t(num_tiles_), sms_);
-      shape.block[0] = sm90::kBwdThreads;
-      shape.dynamic_smem = smem_;
+      LaunchShape shape = main_shape();
+      shape.grid[0] = grid_;
       void* args[] = {&tm_q, &tm_k, &tm_v, &tm_do, &tm_dk, &tm_dv, &params};
       launch(main_->function(), shape, stream, args);
     }
-    if (p.total_q() > 0) {
+    if (p.total_q() > 0 && !pair_) {
       LaunchShape shape;
       shape.grid[0] = unsigned(slots_);
       shape.grid[1] = unsigned(p.heads_q);
@@ -174,6 +216,16 @@ class Sm90BackwardImpl final : public Sm90Backward {
   int num_tiles_ = 0;
   long long slots_ = 0;
   size_t smem_ = 0;
+  bool pair_ = false;  // kBwdPair: clusters of two, no accumulator, no dq_convert
+  unsigned grid_ = 0;
+
+  LaunchShape main_shape() const {
+    LaunchShape shape;
+    shape.block[0] = sm90::kBwdThreads;
+    shape.dynamic_smem = smem_;
+    if (pair_) shape.cluster[0] = 2;
+    return shape;
+  }
 };
 
 }  // namespace
@@ -198,6 +250,7 @@ std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt) {
 
 std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt) {
   const int flags = bwd_flags_of(opt, p);
+  if (flags & sm90::kBwdPair) return {main_source(p, flags)};
   return {main_source(p, flags), convert_source(p, flags)};
 }
 

@@ -33,8 +33,18 @@ enum BwdFlags : int {
   // the other computes P^T and dS^T, instead of interleaving both warpgroups' wgmmas so that both
   // wait for them and then both compute at once.
   kBwdPingpong = 16,
+  // Chosen by the host where every sequence has two KV tiles (128 < Lk <= 256) and no mask
+  // (bwd_pair_eligible): the grid runs in clusters of two CTAs, and the two KV tiles of one
+  // (sequence, KV head) run side by side, one per CTA, over the same query steps. Each dQ block
+  // then has exactly these two contributors, and they finish it without the fp32 accumulator:
+  // the CTA of rank 0 copies its part of each job straight into rank 1's shared memory
+  // (distributed shared memory: a bulk copy completing on a remote mbarrier), and rank 1 finishes
+  // the block as the last contributor does with kBwdDqFinish. No semaphores, no partial sums
+  // through L2, no dq_convert pass. Needs kBwdDqFinish (the finishing code) and D = 128 (a job per
+  // consumer and step).
+  kBwdPair = 32,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong,
-  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong,
+  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair,
 };
 
 // kBwdDqFinish by default only while the mean KV length is at most this (three KV tiles). Measured
@@ -45,6 +55,13 @@ enum BwdFlags : int {
 // contributor's consumers, which wait for the earlier contributors' partial sum with only a step of
 // slack, lose more than that. Explicit flags (Sm90Options::bwd_flags) are used as given.
 constexpr int kBwdDqFinishMaxMeanLenK = 384;
+
+// kBwdPair by default only where the mean query length is at least this (six steps per KV tile).
+// Measured on the seed's sets (H200, two calls, against the same kernel without pairs): cross
+// Lk = 256 at Lq = 512 / 1024 / 2048 1.04 / 1.11 / 1.18x, where each KV tile runs 8-32 steps and
+// rank 0 stays ahead of rank 1 without waiting; at L = 256 (4 steps per tile, s = 1 and 0.5)
+// 0.99-1.00x, where a tile's start and end, not its dQ blocks, set the pace.
+constexpr int kBwdPairMinMeanLenQ = 384;
 
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdBlockM = 64;                           // query rows per inner step
@@ -152,9 +169,10 @@ GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
   s.partial_off = s.dq_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
   s.bar_off = s.partial_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
   // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; per consumer
-  // warpgroup a dQ full/empty pair, two announcement barriers and a partial-sum barrier; then two
-  // 40-byte dQ job headers per consumer warpgroup (gdpa_bwd.cu, DqJobHeader).
-  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 5 * kBwdConsumerWarpgroups) +
+  // warpgroup a dQ full/empty pair, two announcement barriers, a partial-sum barrier and the
+  // kBwdPair full/empty pair; then two 40-byte dQ job headers per consumer warpgroup (gdpa_bwd.cu,
+  // DqJobHeader).
+  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 7 * kBwdConsumerWarpgroups) +
             2 * 40 * kBwdConsumerWarpgroups;
   return s;
 }

@@ -51,6 +51,7 @@
 #include "../common/activations.cuh"
 #include "../common/masks.cuh"
 #include "../common/params.h"
+#include "../../ptx/cluster.cuh"
 #include "../../ptx/common.cuh"
 #include "../../ptx/fence.cuh"
 #include "../../ptx/mbarrier.cuh"
@@ -101,14 +102,29 @@ struct BwdTile {
   __device__ bool empty() const { return steps <= 0; }
 };
 
-template <int MASK>
+// The entries of the host's tile list this CTA runs, and which KV tile of an entry is its own.
+// Without kBwdPair: entries blockIdx.x, + gridDim.x, ..., each one KV tile. With it the grid is
+// made of clusters of two CTAs (consecutive blockIdx.x); cluster c runs entries c, + gridDim.x / 2,
+// ..., each naming KV tile 0 of a (sequence, KV head), and the CTA of cluster rank r runs KV tile
+// r of it, so the two KV tiles of a sequence run side by side.
+template <bool PAIR>
+struct BwdWalk {
+  int first, stride;
+  __device__ __forceinline__ BwdWalk() {
+    first = PAIR ? int(blockIdx.x >> 1) : int(blockIdx.x);
+    stride = PAIR ? int(gridDim.x >> 1) : int(gridDim.x);
+  }
+  __device__ __forceinline__ static int kv_tile_add() { return PAIR ? int(ptx::cluster_ctarank()) : 0; }
+};
+
+template <int MASK, bool PAIR>
 __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
   const int4 w = reinterpret_cast<const int4*>(p.tiles)[index];  // {batch, KV head, KV tile, work}
   BwdTile t;
   const int b = w.x;
   t.batch = b;
   t.kv_head = w.y;
-  t.n0 = w.z * kBwdBlockN;
+  t.n0 = (w.z + BwdWalk<PAIR>::kv_tile_add()) * kBwdBlockN;
   const int k_begin = p.cu_seqlens_k[b];
   t.len_k = p.cu_seqlens_k[b + 1] - k_begin;
   t.k_row = k_begin + t.n0;
@@ -186,6 +202,12 @@ struct BwdBarriers {
   // partial sum's bytes for a last job that has one (the TMA load into partial buffer cw).
   unsigned long long dq_announce[kBwdConsumerWarpgroups][2];
   unsigned long long dq_partial[kBwdConsumerWarpgroups];
+  // kBwdPair: the partner CTA's part of a chunk consumer cw finishes lands in partial buffer cw and
+  // completes pair_full[cw] (the partner's writer arrives with the byte count, its bulk copy brings
+  // the bytes); consumer cw of the partner arrives on our pair_empty[cw] once it has read the part
+  // our writer copied to it, so that our staging buffer and its partial buffer may be rewritten.
+  unsigned long long pair_full[kBwdConsumerWarpgroups];
+  unsigned long long pair_empty[kBwdConsumerWarpgroups];
   DqJobHeader dq_job[kBwdConsumerWarpgroups][2];
 };
 
@@ -219,7 +241,7 @@ __device__ __forceinline__ void load_panels(unsigned char* dst, const ptx::Tenso
     ptx::tma_load_3d(dst + panel * ROWS * kSw128RowBytes, map, bar, panel * kSw128PanelCols, head, row, policy);
 }
 
-template <int D, int MASK>
+template <int D, int MASK, bool PAIR>
 __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
                                              const ptx::TensorMap* tm_v, const ptx::TensorMap* tm_do,
                                              unsigned char* smem) {
@@ -227,8 +249,9 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   PipeCounter<kBwdQStages> qc;
   PipeCounter<1> kvc;  // one K / V "stage", one phase per non-empty work tile
-  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
-    const BwdTile t = bwd_tile<MASK>(p, it);
+  const BwdWalk<PAIR> walk;
+  for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
+    const BwdTile t = bwd_tile<MASK, PAIR>(p, it);
     if (t.empty()) continue;  // the consumers write zeros and wait for nothing
     for (int ls = 0; ls < t.steps; ++ls) {
       const BwdStep st = bwd_step(t, p, ls);
@@ -285,6 +308,37 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
   atomicAdd(sem, 1);
 }
 
+// kBwdPair, one step of the writer after the announcements. Rank 0 sends: both jobs go from the
+// consumers' staging buffers into rank 1's partial buffers of the same consumer index, and each
+// staging buffer is given back once rank 1 has read the copy (its only completion signal). Rank 1
+// finishes: its consumers add the parts and store the rows themselves; their dq_full arrival says
+// the staging buffer (used for the rows) is free again.
+template <int D>
+__device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarriers* bars, unsigned char* smem,
+                                                   bool leader) {
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  const bool sender = ptx::cluster_ctarank() == 0;
+#pragma unroll
+  for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
+    ptx::mbarrier_wait(&bars->dq_full[c], k & 1);
+    if (sender && leader) {
+      const unsigned buf = ptx::smem_addr(smem + plan.partial_off + c * kBwdDqJobBytes);
+      const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[c]), 1u);
+      ptx::mbarrier_arrive_expect_tx_remote(full, kBwdDqJobBytes);
+      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, 1u), smem + plan.dq_off + c * kBwdDqJobBytes, kBwdDqJobBytes,
+                         full);
+    }
+    __syncwarp();
+  }
+#pragma unroll
+  for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
+    // Consumer c's k-th job is this step's (D = 128: one per step), so is its k-th copy.
+    if (sender) ptx::mbarrier_wait_cluster(&bars->pair_empty[c], k & 1u);
+    if (leader) ptx::mbarrier_arrive(&bars->dq_empty[c]);
+    __syncwarp();
+  }
+}
+
 // The warp runs with the producer warpgroup's 24 registers, so it decodes nothing per job: it
 // only counts steps (bwd_tile's step count, the same as the consumers') to know how many jobs come
 // and from which staging buffer, and takes addresses and semaphores from the job headers.
@@ -293,8 +347,15 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
 // job the semaphore wait happens there and its partial sum is loaded for the consumer (dq_partial
 // is answered for every job, so both sides count phases by job). Then the staged jobs are added as
 // usual, except the last ones, which their consumers have finished and stored themselves.
-template <int D, int MASK, bool FINISH>
+//
+// PAIR (kBwdPair, with FINISH): no accumulator and no semaphores. The CTA of cluster rank 0 (KV
+// tile 0) sends its part of every job to rank 1 (KV tile 1), which finishes the blocks: rank 1
+// runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
+// rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
+// the consumer of the same index in both CTAs, since both run the same steps.
+template <int D, int MASK, bool FINISH, bool PAIR>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char* smem) {
+  static_assert(!PAIR || (FINISH && D / kBwdDqCols == 2), "kBwdPair: the finishing code, both chunks every step");
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
@@ -313,9 +374,10 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
     }
     pending = nullptr;
   };
+  const BwdWalk<PAIR> walk;
 #pragma unroll 1
-  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
-    const int steps = bwd_tile<MASK>(p, it).steps;
+  for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
+    const int steps = bwd_tile<MASK, PAIR>(p, it).steps;
 #pragma unroll 1
     for (int ls = 0; ls < steps; ++ls, ++step) {
       const unsigned k = unsigned(dq_job_index<D>(step));  // each owner's job index this step
@@ -326,7 +388,9 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
         for (int c = 0; c < kChunks; ++c) {
           const int owner = (step + c) & 1;
           ptx::mbarrier_wait(&bars->dq_announce[owner][k & 1], (k >> 1) & 1u);
-          if (leader) {
+          if (PAIR) {  // a part from the partner arrives on pair_full, not through the accumulator
+            if (leader) ptx::mbarrier_arrive(&bars->dq_partial[owner]);
+          } else if (leader) {
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
             unsigned long long* bar = &bars->dq_partial[owner];
             // Only a last job waits for the earlier contributors here (its partial sum must be
@@ -344,36 +408,40 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
           __syncwarp();
         }
       }
+      if constexpr (PAIR) {
+        bwd_pair_send_step<D>(step, k, bars, smem, leader);
+      } else {
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
-        ptx::mbarrier_wait(&bars->dq_full[owner], k & 1);  // staging(owner) holds the job
-        if (leader) {
-          const DqJobHeader& h = bars->dq_job[owner][k & 1];
-          // Both chunks of a step belong to the same (slot, head): one wait, one release.
-          if (c == 0 && p.deterministic && !(FINISH && (h.flags & kDqJobLast))) semaphore_wait(h.sem, h.expected);
-          sem = h.sem;
-          const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
-          // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
-          // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
-          // their semaphore (0) in dq_convert.cu. A last job (FINISH) is already stored.
-          if (!FINISH || !(h.flags & kDqJobLast)) {
-            if (p.deterministic && h.expected == 0)
-              ptx::bulk_copy_s2g(h.dst, staged, kBwdDqJobBytes);
-            else
-              ptx::bulk_reduce_add_f32(h.dst, staged, kBwdDqJobBytes);
-            ptx::bulk_commit_group();
+        for (int c = 0; c < kChunks; ++c) {
+          const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
+          ptx::mbarrier_wait(&bars->dq_full[owner], k & 1);  // staging(owner) holds the job
+          if (leader) {
+            const DqJobHeader& h = bars->dq_job[owner][k & 1];
+            // Both chunks of a step belong to the same (slot, head): one wait, one release.
+            if (c == 0 && p.deterministic && !(FINISH && (h.flags & kDqJobLast))) semaphore_wait(h.sem, h.expected);
+            sem = h.sem;
+            const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
+            // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
+            // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
+            // their semaphore (0) in dq_convert.cu. A last job (FINISH) is already stored.
+            if (!FINISH || !(h.flags & kDqJobLast)) {
+              if (p.deterministic && h.expected == 0)
+                ptx::bulk_copy_s2g(h.dst, staged, kBwdDqJobBytes);
+              else
+                ptx::bulk_reduce_add_f32(h.dst, staged, kBwdDqJobBytes);
+              ptx::bulk_commit_group();
+            }
           }
+          __syncwarp();  // bar.sync is .aligned: the whole warp reaches the next one together
         }
-        __syncwarp();  // bar.sync is .aligned: the whole warp reaches the next one together
-      }
-      if (leader) ptx::bulk_wait_group_read<0>();  // staging may be overwritten
-      __syncwarp();
-      if (leader)
+        if (leader) ptx::bulk_wait_group_read<0>();  // staging may be overwritten
+        __syncwarp();
+        if (leader)
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
-      // A finished step has no adds; its count still rises, so dq_convert knows the block was written.
-      if (p.deterministic) pending = sem;
+          for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
+        // A finished step has no adds; its count still rises, so dq_convert knows the block was written.
+        if (p.deterministic) pending = sem;
+      }
     }
   }
   release_pending();
@@ -597,7 +665,10 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // buffer cw. A last job is then finished here: dq + partial (the add the accumulator's bulk reduce
 // would have done), times logit_scale * out_scale, rounded and stored as whole 16-byte chunks of
 // the dQ rows through the staging buffer, exactly as dq_convert would: the same bits.
-template <int DTYPE, int D, bool FINISH, class HeaderFn>
+// PAIR: the rank-0 CTA's part of the job arrives in the partial buffer on pair_full[cw] (one copy
+// per job, so the k-th job waits parity k & 1), and once it has been read, rank 0's writer hears it
+// on its pair_empty[cw].
+template <int DTYPE, int D, bool FINISH, bool PAIR, class HeaderFn>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
                                               unsigned char* smem, const GdpaParams& p, const FragThread& f,
                                               HeaderFn header) {
@@ -620,6 +691,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
     const int flags = h.flags;
     if (flags & kDqJobLast) {
       if (flags & kDqJobPartial) {
+        if (PAIR) ptx::mbarrier_wait_cluster(&bars->pair_full[cw], k & 1u);
         const unsigned partial = ptx::smem_addr(smem) + plan.partial_off + cw * kBwdDqJobBytes;
 #pragma unroll
         for (int q = 0; q < 8; ++q) {  // float4 [q][tid] = our registers 4q..4q+3 (dq_frag_index)
@@ -637,6 +709,9 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       // (every thread is done with the buffer's previous contents) and after staging them.
       const int bar = kBwdBarEpilogueBase + cw;
       ptx::named_barrier_sync(bar, 128);
+      // Every thread has read the partner's part (and fenced the reads against the async proxy).
+      if (PAIR && tid == 0)
+        ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
       stage_block<DTYPE, kBwdDqCols>(dq, staging, p.logit_scale * p.out_scale, f);
       ptx::named_barrier_sync(bar, 128);
       copy_staged_rows<kBwdDqCols>(staging, h.out, p.heads_q * D, h.rows, tid);
@@ -708,6 +783,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kTwice = (FLAGS & kBwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, act_mix_of(FLAGS)>;
   constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
   constexpr bool kPingpong = (FLAGS & kBwdPingpong) != 0;
+  constexpr bool kPair = (FLAGS & kBwdPair) != 0;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
@@ -721,14 +797,15 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   float dv[D / 2], dk[D / 2];  // live for a whole work tile
   BwdTurns<FLAGS>::start(cw);
 
-  for (int it = blockIdx.x; it < p.num_tiles; it += gridDim.x) {
+  const BwdWalk<kPair> walk;
+  for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
     // Row 0 of this warpgroup's 64 keys in dK / dV.
     auto out_rows = [&](void* grad, int k_row, int kv_head) {
       return static_cast<unsigned short*>(grad) + (long long)(k_row + 64 * cw) * k_stride + (long long)kv_head * D;
     };
     BwdTileScalars ts;
     {
-      const BwdTile t = bwd_tile<MASK>(p, it);
+      const BwdTile t = bwd_tile<MASK, kPair>(p, it);
       if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
         store_zero_rows<D>(out_rows(p.dk, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
         store_zero_rows<D>(out_rows(p.dv, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
@@ -765,20 +842,29 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       h.flags = 0;
       h.rows = 0;
       h.pad = 0;
-      if (p.deterministic) {
+      const int r0 = js.m * kBwdBlockM;
+      auto finish_here = [&] {
+        h.out = static_cast<unsigned short*>(p.dq) + (long long)(ts.q_seq_row + r0) * (p.heads_q * D) + js.head * D +
+                chunk * kBwdDqCols;
+        h.rows = min(kBwdBlockM, ts.len_q - r0);
+      };
+      if (kPair) {  // rank 1 finishes every block with rank 0's part; rank 0 only sends
+        if (ptx::cluster_ctarank() == 1) {
+          h.flags = kDqJobLast | kDqJobPartial;
+          finish_here();
+        }
+      } else if (p.deterministic) {
         // KV tiles [first / BlockN, (last - 1) / BlockN] see query tile m (mask_key_range is exact
         // for a rectangle: the same relation bwd_tile uses the other way round), so n - first /
         // BlockN tiles of the group add before ours, in increasing KV order.
         int first, last;
-        const int r0 = js.m * kBwdBlockM, len_q = ts.len_q;
+        const int len_q = ts.len_q;
         mask_key_range(MASK, r0, min(r0 + kBwdBlockM, len_q), len_q, ts.len_k, p.window_left, p.window_right, &first,
                        &last);
         h.expected = ts.n0 / kBwdBlockN - first / kBwdBlockN;
         if (kFinish && ts.n0 / kBwdBlockN == (last - 1) / kBwdBlockN) {  // nobody adds after us
           h.flags = kDqJobLast | (h.expected > 0 ? kDqJobPartial : 0);
-          h.out = static_cast<unsigned short*>(p.dq) + (long long)(ts.q_seq_row + r0) * (p.heads_q * D) +
-                  js.head * D + chunk * kBwdDqCols;
-          h.rows = min(kBwdBlockM, len_q - r0);
+          finish_here();
         }
       }
       return h;
@@ -866,7 +952,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ptx::fence_operand(dq);
       consumer_release(bars->qdo[qs]);
       if (kHasDq)
-        bwd_dq_finish<DTYPE, D, kFinish>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
+        bwd_dq_finish<DTYPE, D, kFinish, kPair>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
                                          [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
     };
     // K and V of the tile (the first step needs both at once; the producer loads them right after
@@ -890,7 +976,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<DTYPE, D, kFinish>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
+      bwd_dq_finish<DTYPE, D, kFinish, kPair>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
                                        [&] { return job_header(ls - 1, chunk); });
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
@@ -932,6 +1018,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   static_assert(D == 64 || D == 128, "head dim");
   static_assert(DTYPE == kBF16 || DTYPE == kFP16, "16-bit io dtypes only");
   static_assert(kBwdConsumerWarpgroups == 2, "the dQ chunk alternation assumes two consumers");
+  static_assert(!(FLAGS & kBwdPair) || ((FLAGS & kBwdDqFinish) && D == 128 && MASK == kMaskNone),
+                "kBwdPair: the dQ finish, both chunks every step, the same steps in both KV tiles");
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   static_assert(plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0 && plan.q_off % 1024 == 0 &&
                     plan.do_off % 1024 == 0 && plan.ds_off % 1024 == 0 && plan.q_bytes % 1024 == 0 &&
@@ -968,10 +1056,19 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(&bars->dq_announce[c][0], 1);  // the consumer's thread 0
       ptx::mbarrier_init(&bars->dq_announce[c][1], 1);
       ptx::mbarrier_init(&bars->dq_partial[c], 1);  // the writer's leader lane (+ the TMA bytes)
+      if constexpr ((FLAGS & kBwdPair) != 0) {
+        ptx::mbarrier_init(&bars->pair_full[c], 1);   // the partner's writer (+ its copy's bytes)
+        ptx::mbarrier_init(&bars->pair_empty[c], 1);  // thread 0 of the partner's consumer c
+      }
     }
     ptx::fence_mbarrier_init();
   }
-  __syncthreads();
+  // kBwdPair: the partner CTA arrives on our barriers and copies into our shared memory, so its
+  // first such access must come after our inits: a cluster-wide barrier instead of the CTA's.
+  if constexpr ((FLAGS & kBwdPair) != 0)
+    ptx::cluster_sync_all();
+  else
+    __syncthreads();
 
   const int wg = ptx::warpgroup_id();
   if (wg == 0) {
@@ -985,10 +1082,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::prefetch_tensormap(&tm_do);
         ptx::prefetch_tensormap(&tm_dk);
         ptx::prefetch_tensormap(&tm_dv);
-        bwd_producer<D, MASK>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
+        bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
       }
     } else if (warp == 1) {
-      bwd_dq_writer<D, MASK, (FLAGS & kBwdDqFinish) != 0>(p, smem);
+      bwd_dq_writer<D, MASK, (FLAGS & kBwdDqFinish) != 0, (FLAGS & kBwdPair) != 0>(p, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

@@ -9,6 +9,7 @@
 #include "../../host/driver.h"
 #include "../../host/generator.h"
 #include "../../host/sm90.h"
+#include "../../host/sm90_bwd.h"
 #include "../../kernels/common/activations.cuh"
 #include "../../kernels/sm90/bwd_config.h"
 #include "../../kernels/sm90/fwd_config.h"
@@ -191,6 +192,33 @@ TEST_SUITE("gpu") {
     free_running.bwd_flags_drop = sm90::kBwdPingpong;
     check_same_bits_over_masks_and_dims(turns, free_running, 97, ctx);
   }
+  TEST_CASE("sm90 backward: KV tiles in cluster pairs give the bits of the ordered finish") {
+    // kBwdPair finishes each dQ chunk as the partner's part + its own, the same single add the
+    // ordered finish does (partial + own part, fp32 addition commutes), so dQ, dK and dV must not
+    // change by a bit. Every Lk in (128, 256] so the pairs apply; jagged Lq with 0 and 1; GQA.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (DType dt : {kBF16, kFP16}) {
+      ProblemDesc p = half_fold_problem(kFastGelu, 98, 4, 2);
+      p.dtype = dt;
+      std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
+      for (int b = 0; b < p.batch(); ++b) {
+        lq[size_t(b)] = p.len_q(b);
+        lk[size_t(b)] = 129 + (b * 37) % 128;
+      }
+      lq[0] = 0;
+      lq[1] = 1;
+      p.cu_seqlens_q = offsets_from_lengths(lq);
+      p.cu_seqlens_k = offsets_from_lengths(lk);
+      REQUIRE(sm90_bwd_pair_eligible(p));
+      DeviceProblem dp(p, make_inputs(p, 99, true), true);
+      Sm90Options pairs, ordered;  // explicit flags: used as given, whatever the mean Lq
+      pairs.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair;
+      ordered.bwd_flags = sm90::kBwdDefaultFlags;
+      CAPTURE(int(dt));
+      check_same_backward_bits(pairs, ordered, p, dp, ctx);
+    }
+  }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {
     // kFwdHalfFold rounds 2 f instead of f and halves O once (activations.cuh act_twice_f): exact
     // in bf16 by construction, so any difference at all is a bug, not rounding.
@@ -219,6 +247,6 @@ TEST_SUITE("gpu") {
   }
   TEST_CASE("sm90 backward matches the CPU reference on jagged batches") {
     run_cases(true, {"act=fast_gelu", "act=gelu_poly", "D=64", "fp16", "mask=causal", "G=2", "Lq=1 with an Lk=0",
-                     "scales"});
+                     "scales", "KV pairs", "KV pairs G=2 scales"});
   }
 }

@@ -69,7 +69,15 @@ void compile_clean(const std::vector<KernelSource>& sources) {
     CHECK(count_of(sass, "HGMMA.64x") >= 24);     // one step at D = 64: S^T 4, dP^T 4, dV 4, dK 4, dQ 8
     CHECK(count_of(sass, ".tnspA.tnspB") >= 8);   // dQ = dS K: M-major dS^T, N-major K
     CHECK(count_of(sass, "UTMALDG.3D") >= 4);     // Q, dO, K, V
-    CHECK(count_of(sass, "UBLKRED") >= 1);        // the dQ bulk reduce-add
+    const std::string& name = src.name_expression;
+    const int flags = std::stoi(name.substr(name.rfind(',') + 1));
+    if (flags & kBwdPair) {                           // dQ parts cross to the partner CTA instead
+      CHECK(count_of(sass, "UBLKRED") == 0);
+      CHECK(count_of(sass, "UBLKCP.S.S") >= 1);       // shared::cta -> the partner's shared memory
+      CHECK(count_of(sass, "UCGABAR_WAIT") >= 1);     // the cluster barrier after the inits
+    } else {
+      CHECK(count_of(sass, "UBLKRED") >= 1);        // the dQ bulk reduce-add
+    }
     CHECK(count_of(sass, "UTMASTG.3D") >= 2);     // dK and dV leave by TMA stores (epilogue.cuh)
     CHECK(count_of(sass, "USETMAXREG") == 2);     // producer dec, consumers inc
     CHECK(count_of(sass, "SYNCS.PHASECHK") >= 6);
@@ -141,6 +149,43 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.kv_index = {0};
   CHECK_FALSE(sm90_backward_supports(p, &why));
   CHECK(why.find("forward-only") != std::string::npos);
+}
+
+TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequence has two") {
+  const std::vector<int> lq = {700, 0, 500};  // mean 400: enough steps per KV tile (kBwdPairMinMeanLenQ)
+  ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256});
+  CHECK(sm90_bwd_pair_eligible(p));
+  CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {128, 200, 256})));
+  CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 257})));
+  CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256})));
+  CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));
+  Sm90Options opt;
+  // Default flags (29) + unit scale (2) + kBwdPair (32); no dq_convert pass.
+  std::vector<KernelSource> src = sm90_backward_sources(p, opt);
+  REQUIRE(src.size() == 1);
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,63>");
+  opt.deterministic = false;  // pairs add in one fixed order anyway: kept
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,63>");
+  opt.deterministic = true;
+  opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
+  src = sm90_backward_sources(p, opt);
+  REQUIRE(src.size() == 2);
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
+  opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,23>");
+  opt.bwd_flags_drop = 0;
+  // Short queries (mean Lq 300 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
+  const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {600, 0, 300}, {129, 200, 256});
+  CHECK(sm90_bwd_pair_eligible(short_q));
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
+  // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  const std::vector<WorkTile> tiles = build_backward_tiles(p, kBwdBlockM, kBwdBlockN, SchedulePolicy::kGridOrder, 8);
+  CHECK(tiles.size() == 3 * 2 * 2);
+  const std::vector<WorkTile> items = sm90_bwd_pair_items(tiles);
+  REQUIRE(items.size() == 3 * 2);
+  for (const WorkTile& t : items) CHECK(t.block == 0);
 }
 
 TEST_CASE("sm90 backward: shared-memory plan") {
@@ -339,6 +384,12 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
                        [&](const KernelSource& o) { return o.name_expression == s.name_expression; }))
         sources.push_back(s);
   }
-  CHECK(sources.size() == 11);  // 7 main variants + dq_convert for 4 (dtype, D) pairs
+  {  // KV pairs (kBwdPair): the cluster variant, which has no dq_convert pass
+    const std::vector<KernelSource> pair =
+        sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, {600, 500}, {200, 256}), Sm90Options{});
+    REQUIRE(pair.size() == 1);
+    sources.push_back(pair[0]);
+  }
+  CHECK(sources.size() == 12);  // 8 main variants + dq_convert for 4 (dtype, D) pairs
   compile_clean(sources);
 }
