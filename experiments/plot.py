@@ -395,6 +395,8 @@ ABLATIONS = (
     Ablation("dq-finish", "Backward: each dQ block finished by its last contributor in the kernel (default: mean Lk <= 384)",
              (("sm90-no-dq-finish", "fp32 accumulator + separate dq_convert pass"),
               ("sm90-dq-finish-always", "finished in the kernel at every Lk"))),
+    Ablation("dq-pair", "Backward: KV-tile pairs in a cluster, dQ parts through shared memory (default: mean Lq >= 384)",
+             (("sm90-no-dq-pair", "parts through the fp32 accumulator (ordered finish)"),)),
 )
 
 
