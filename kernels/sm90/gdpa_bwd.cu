@@ -35,6 +35,8 @@
 // dq_convert.cu (with kBwdDqFinish: only the zeros of blocks no key tile sees). The fp32 dQ
 // accumulator is not a tensor-map target: each dQ job is one contiguous 16 KB block
 // (bwd_config.h), added with a 1-D bulk reduce, so the kernel takes no dQ tensor map.
+// kBwdPair: clusters of two CTAs, grid = 2 x min(entries, resident clusters), one list entry per
+// (sequence, KV head) (BwdWalk); nothing before the kernel and no dq_convert after it.
 //
 // Numerics (documented deviation, the forward does the same): the scales are folded out of the
 // rounded products. The kernel rounds P = act(S) and dS = act'(S) dP to the io dtype and applies
