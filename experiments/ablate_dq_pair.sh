@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ablate_dq_pair.sh — the backward's KV tiles in cluster pairs on and off (kBwdPair): where every
-# sequence has two KV tiles (128 < Lk <= 256, no mask, D = 128), clusters of two CTAs run them side
+# sequence has two KV tiles (128 < Lk <= 256, no mask), clusters of two CTAs run them side
 # by side, and rank 0 copies its part of each dQ block into rank 1's shared memory, which finishes
 # the block; off, the same blocks go through the fp32 accumulator in the fixed KV order and rank 1's
 # CTA loads the partial sum back (kBwdDqFinish). Same bits. The default (sm90) pairs where the mean

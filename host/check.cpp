@@ -213,7 +213,8 @@ std::vector<CheckCase> check_matrix(bool backward, uint64_t seed) {
     p.heads_kv = 2;
     p.logit_scale = 0.5f;
     p.out_scale = 1.25f;
-    add("KV pairs G=2 scales", p);
+    p.head_dim = 64;
+    add("KV pairs G=2 D=64 scales", p);
   }
   {
     ProblemDesc p = base(107);

@@ -50,7 +50,7 @@ void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles) {
 }
 
 bool sm90_bwd_pair_eligible(const ProblemDesc& p) {
-  if (p.head_dim != 128 || p.mask != kMaskNone || !p.kv_index.empty()) return false;
+  if ((p.head_dim != 64 && p.head_dim != 128) || p.mask != kMaskNone || !p.kv_index.empty()) return false;
   for (int b = 0; b < p.batch(); ++b)
     if (p.len_k(b) <= sm90::kBwdBlockN || p.len_k(b) > 2 * sm90::kBwdBlockN) return false;
   return p.batch() > 0;
@@ -120,7 +120,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask)) throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     pair_ = (flags & sm90::kBwdPair) != 0;
     if (pair_ && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish)))
-      throw ProblemError("sm90 backward: kBwdPair needs head_dim 128, no mask, every Lk in (128, 256] and kBwdDqFinish");
+      throw ProblemError("sm90 backward: kBwdPair needs no mask, every Lk in (128, 256] and kBwdDqFinish");
     desc_ = p;
     sms_ = dev.sm_count;
     main_ = load(main_source(p, flags));

@@ -27,7 +27,7 @@ std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90
 // keeping the positions the scheduling policy chose, so no CTA waits on a tile queued behind itself.
 void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles);
 
-// kBwdPair (kernels/sm90/bwd_config.h) applies: head_dim 128, no mask, no shared KV, and every
+// kBwdPair (kernels/sm90/bwd_config.h) applies: head_dim 64 or 128, no mask, no shared KV, and every
 // sequence has exactly two KV tiles (128 < Lk <= 256), so both run the same query steps.
 bool sm90_bwd_pair_eligible(const ProblemDesc& p);
 // The list a pair launch walks: one entry per (sequence, KV head), its KV tile 0, in the policy's

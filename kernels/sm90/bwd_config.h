@@ -40,8 +40,7 @@ enum BwdFlags : int {
   // the CTA of rank 0 copies its part of each job straight into rank 1's shared memory
   // (distributed shared memory: a bulk copy completing on a remote mbarrier), and rank 1 finishes
   // the block as the last contributor does with kBwdDqFinish. No semaphores, no partial sums
-  // through L2, no dq_convert pass. Needs kBwdDqFinish (the finishing code) and D = 128 (a job per
-  // consumer and step).
+  // through L2, no dq_convert pass. Needs kBwdDqFinish (the finishing code).
   kBwdPair = 32,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair,

@@ -310,33 +310,36 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
   atomicAdd(sem, 1);
 }
 
-// kBwdPair, one step of the writer after the announcements. Rank 0 sends: both jobs go from the
-// consumers' staging buffers into rank 1's partial buffers of the same consumer index, and each
-// staging buffer is given back once rank 1 has read the copy (its only completion signal). Rank 1
-// finishes: its consumers add the parts and store the rows themselves; their dq_full arrival says
-// the staging buffer (used for the rows) is free again.
+// kBwdPair, one step of the writer after the announcements. Rank 0 sends: the step's jobs (one
+// per consumer at D = 128, one in turn at D = 64) go from the consumers' staging buffers into rank
+// 1's partial buffers of the same consumer index, and each staging buffer is given back once rank
+// 1 has read the copy (its only completion signal). Rank 1 finishes: its consumers add the parts
+// and store the rows themselves; their dq_full arrival says the staging buffer (used for the rows)
+// is free again. `k` is each owner's job index of this step (dq_job_index), also its copy index.
 template <int D>
 __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarriers* bars, unsigned char* smem,
                                                    bool leader) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  constexpr int kChunks = D / kBwdDqCols;
   const bool sender = ptx::cluster_ctarank() == 0;
 #pragma unroll
-  for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
-    ptx::mbarrier_wait(&bars->dq_full[c], k & 1);
+  for (int c = 0; c < kChunks; ++c) {
+    const int owner = (step + c) & 1;  // bwd_dq_owner_chunk
+    ptx::mbarrier_wait(&bars->dq_full[owner], k & 1);
     if (sender && leader) {
-      const unsigned buf = ptx::smem_addr(smem + plan.partial_off + c * kBwdDqJobBytes);
-      const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[c]), 1u);
+      const unsigned buf = ptx::smem_addr(smem + plan.partial_off + owner * kBwdDqJobBytes);
+      const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[owner]), 1u);
       ptx::mbarrier_arrive_expect_tx_remote(full, kBwdDqJobBytes);
-      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, 1u), smem + plan.dq_off + c * kBwdDqJobBytes, kBwdDqJobBytes,
+      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, 1u), smem + plan.dq_off + owner * kBwdDqJobBytes, kBwdDqJobBytes,
                          full);
     }
     __syncwarp();
   }
 #pragma unroll
-  for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
-    // Consumer c's k-th job is this step's (D = 128: one per step), so is its k-th copy.
-    if (sender) ptx::mbarrier_wait_cluster(&bars->pair_empty[c], k & 1u);
-    if (leader) ptx::mbarrier_arrive(&bars->dq_empty[c]);
+  for (int c = 0; c < kChunks; ++c) {
+    const int owner = (step + c) & 1;
+    if (sender) ptx::mbarrier_wait_cluster(&bars->pair_empty[owner], k & 1u);
+    if (leader) ptx::mbarrier_arrive(&bars->dq_empty[owner]);
     __syncwarp();
   }
 }
@@ -357,7 +360,7 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
 // the consumer of the same index in both CTAs, since both run the same steps.
 template <int D, int MASK, bool FINISH, bool PAIR>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char* smem) {
-  static_assert(!PAIR || (FINISH && D / kBwdDqCols == 2), "kBwdPair: the finishing code, both chunks every step");
+  static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
@@ -1020,8 +1023,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   static_assert(D == 64 || D == 128, "head dim");
   static_assert(DTYPE == kBF16 || DTYPE == kFP16, "16-bit io dtypes only");
   static_assert(kBwdConsumerWarpgroups == 2, "the dQ chunk alternation assumes two consumers");
-  static_assert(!(FLAGS & kBwdPair) || ((FLAGS & kBwdDqFinish) && D == 128 && MASK == kMaskNone),
-                "kBwdPair: the dQ finish, both chunks every step, the same steps in both KV tiles");
+  static_assert(!(FLAGS & kBwdPair) || ((FLAGS & kBwdDqFinish) && MASK == kMaskNone),
+                "kBwdPair: the dQ finish, the same steps in both KV tiles");
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   static_assert(plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0 && plan.q_off % 1024 == 0 &&
                     plan.do_off % 1024 == 0 && plan.ds_off % 1024 == 0 && plan.q_bytes % 1024 == 0 &&

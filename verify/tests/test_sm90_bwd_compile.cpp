@@ -158,7 +158,7 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {128, 200, 256})));
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 257})));
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256})));
-  CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));
+  CHECK(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));  // D = 64: jobs alternate
   Sm90Options opt;
   // Default flags (29) + unit scale (2) + kBwdPair (32); no dq_convert pass.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
@@ -385,11 +385,13 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
         sources.push_back(s);
   }
   {  // KV pairs (kBwdPair): the cluster variant, which has no dq_convert pass
-    const std::vector<KernelSource> pair =
-        sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, {600, 500}, {200, 256}), Sm90Options{});
-    REQUIRE(pair.size() == 1);
-    sources.push_back(pair[0]);
+    for (int d : {64, 128}) {
+      const std::vector<KernelSource> pair =
+          sm90_backward_sources(problem(kBF16, d, kFastGelu, kMaskNone, {600, 500}, {200, 256}), Sm90Options{});
+      REQUIRE(pair.size() == 1);
+      sources.push_back(pair[0]);
+    }
   }
-  CHECK(sources.size() == 12);  // 8 main variants + dq_convert for 4 (dtype, D) pairs
+  CHECK(sources.size() == 13);  // 9 main variants + dq_convert for 4 (dtype, D) pairs
   compile_clean(sources);
 }
