@@ -3,6 +3,7 @@
 // Without a GPU: the CPU reference on a small problem, and a clear word on what needs the GPU.
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "../../kernels/common/activations.cuh"
 #include "../../verify/compare.h"
@@ -89,6 +90,14 @@ int cmd_run(int argc, char** argv) {
   if (!kernel->supports(p, dev.arch(), backward, &reason)) throw std::runtime_error(name + ": " + reason);
   std::printf("GPU %s (sm_%d, %d SMs); kernel %s\n", dev.name.c_str(), dev.arch(), dev.sm_count, kernel->name().c_str());
   std::printf("problem: %s\n", describe(p).c_str());
+  // The variants the run-time rules chose for this problem (e.g. whether the backward runs its KV
+  // tiles in cluster pairs), so a profile or a sanitizer run can be checked to be on the path meant.
+  for (bool bwd : {false, true}) {
+    if (bwd && !backward) continue;
+    std::string names;
+    for (const std::string& v : row_variants(*kernel, p, bwd)) names += (names.empty() ? "" : ", ") + v;
+    if (!names.empty()) std::printf("%s: %s\n", bwd ? "backward kernels" : "forward kernels", names.c_str());
+  }
 
   Stream stream;
   const uint64_t seed = seed_from_args(a);
