@@ -34,9 +34,9 @@ namespace {
   X(cuCtxSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                 \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuModuleLoadData)                \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)           \
-  X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters) X(cuStreamCreate) X(cuStreamDestroy)                     \
-  X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                     \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)
+  X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters) X(cuStreamCreate)        \
+  X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)                   \
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)
 
 // The table's pointer types must be the prototypes cuda.h declares for the names we resolve.
 #define GDPA_CHECK_ENTRY_TYPE(fn)                                                        \

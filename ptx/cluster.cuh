@@ -8,6 +8,7 @@
 // variable there).
 #pragma once
 #include "common.cuh"
+#include "mbarrier.cuh"
 
 namespace gdpa::ptx {
 
@@ -43,20 +44,8 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx_remote(unsigned cluste
                : "memory");
 }
 
-// Waits on a local mbarrier whose arrivals come from other CTAs: acquire at cluster scope, so their
-// released accesses are visible after it.
-__device__ __forceinline__ void mbarrier_wait_cluster(unsigned long long* bar, unsigned parity) {
-  unsigned done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n .reg .pred p;\n"
-        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2, 0x989680;\n"
-        " selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  }
-}
+// Waiting on a local mbarrier whose arrivals come from other CTAs: mbarrier.cuh,
+// mbarrier_wait_cluster (acquire at cluster scope).
 
 // The TMA unit copies `bytes` (multiple of 16, 16-byte aligned) from this CTA's shared memory into
 // another CTA's (shared::cluster address) and counts them on that CTA's mbarrier as transaction

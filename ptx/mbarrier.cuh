@@ -31,23 +31,41 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned long long* ba
                : "memory");
 }
 
+// CLUSTER: the arrivals come from other CTAs of the cluster (cluster.cuh), so the wait acquires at
+// cluster scope and their released accesses are visible after it; otherwise the default, CTA scope.
+template <bool CLUSTER = false>
 __device__ __forceinline__ bool mbarrier_try_wait(unsigned long long* bar, unsigned parity) {
   unsigned done;
   // The suspend-time hint lets the warp sleep in hardware instead of spinning on issue slots.
-  asm volatile(
-      "{\n .reg .pred p;\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, 0x989680;\n"
-      " selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
+  if constexpr (CLUSTER)
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2, 0x989680;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  else
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, 0x989680;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
   return done != 0;
 }
 
 // Blocks until the phase with the given parity has completed.
+template <bool CLUSTER = false>
 __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
-  while (!mbarrier_try_wait(bar, parity)) {
+  while (!mbarrier_try_wait<CLUSTER>(bar, parity)) {
   }
+}
+
+// The same for a local mbarrier that other CTAs of the cluster arrive on.
+__device__ __forceinline__ void mbarrier_wait_cluster(unsigned long long* bar, unsigned parity) {
+  mbarrier_wait<true>(bar, parity);
 }
 
 }  // namespace gdpa::ptx
