@@ -29,6 +29,7 @@ const Ablation kAblations[] = {
     {"sm90-no-half-fold", sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold, SchedulePolicy::kZigzag, sm90::kBwdHalfFold},
     {"sm90-no-dq-finish", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPair},
+    {"sm90-no-dq-tma-store", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
     {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
 };
@@ -70,6 +71,20 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
       return make_sm90_kernel(o);
     }
   }
+  // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
+  // given instead of the defaults and the problem rules: for experiments outside the rules' range.
+  const std::string flags_prefix = "sm90-bwd-flags";
+  if (name.compare(0, flags_prefix.size(), flags_prefix) == 0 && name.size() > flags_prefix.size() &&
+      name.size() <= flags_prefix.size() + 3 &&
+      name.find_first_not_of("0123456789", flags_prefix.size()) == std::string::npos) {
+    const int flags = std::stoi(name.substr(flags_prefix.size()));
+    if (flags <= sm90::kBwdAllFlags) {
+      Sm90Options o;
+      o.bwd_flags = flags;
+      o.label = name.substr(5);
+      return make_sm90_kernel(o);
+    }
+  }
   for (const Ablation& a : kAblations) {
     if (name == a.name) {
       Sm90Options o;
@@ -80,7 +95,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
       return make_sm90_kernel(o);
     }
   }
-  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16)");
+  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, sm90-bwd-flags0..127)");
 }
 
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }

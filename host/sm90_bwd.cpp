@@ -81,6 +81,9 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (o.bwd_flags < 0 && !(o.bwd_flags_drop & (sm90::kBwdPair | sm90::kBwdDqFinish)) && sm90_bwd_pair_eligible(p) &&
       p.total_q() >= int64_t(sm90::kBwdPairMinMeanLenQ) * p.batch())
     f |= sm90::kBwdPair | sm90::kBwdDqFinish;
+  // The TMA store is part of the finishing code: without it the bit would only name a copy of the
+  // same kernel.
+  if (!(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqTmaStore;
   return sm90_with_act_mix(f, o, p, true);
 }
 
@@ -192,9 +195,11 @@ class Sm90BackwardImpl final : public Sm90Backward {
       // dK and dV leave 64 key rows (one consumer warpgroup's) x 64 columns per TMA store.
       CUtensorMap tm_dk = make_tensor_map_3d(t.dk, p.dtype, p.total_k(), p.heads_kv, p.head_dim, 64);
       CUtensorMap tm_dv = make_tensor_map_3d(t.dv, p.dtype, p.total_k(), p.heads_kv, p.head_dim, 64);
+      // Finished dQ blocks (kBwdDqTmaStore) leave the same way: 64 query rows x 64 columns.
+      CUtensorMap tm_dq = make_tensor_map_3d(t.dq, p.dtype, rows_q, p.heads_q, p.head_dim, 64);
       LaunchShape shape = main_shape();
       shape.grid[0] = grid_;
-      void* args[] = {&tm_q, &tm_k, &tm_v, &tm_do, &tm_dk, &tm_dv, &params};
+      void* args[] = {&tm_q, &tm_k, &tm_v, &tm_do, &tm_dk, &tm_dv, &tm_dq, &params};
       launch(main_->function(), shape, stream, args);
     }
     if (p.total_q() > 0 && !pair_) {

@@ -107,12 +107,15 @@ int cmd_precompile(int argc, char** argv) {
         for (const CheckCase& c : check_matrix(bwd, 1))
           if (k->supports(c.desc, arch, bwd, nullptr))
             for (const KernelSource& s : k->sources(c.desc, bwd)) srcs.push_back(s);
+      // Every set: the backward's rules pick its variant per problem (in-kernel dQ finish, pairs).
       for (int d : dims) {
         ProblemDesc base = default_bench_base();
         base.head_dim = d;
-        const ProblemDesc p = bench_problem(seed_bench_sets()[0], 1, base);
-        if (k->supports(p, arch, bwd, nullptr))
-          for (const KernelSource& s : k->sources(p, bwd)) srcs.push_back(s);
+        for (const BenchSet& set : seed_bench_sets()) {
+          const ProblemDesc p = bench_problem(set, 1, base);
+          if (k->supports(p, arch, bwd, nullptr))
+            for (const KernelSource& s : k->sources(p, bwd)) srcs.push_back(s);
+        }
       }
     }
   }

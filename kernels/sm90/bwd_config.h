@@ -42,8 +42,15 @@ enum BwdFlags : int {
   // the block as the last contributor does with kBwdDqFinish. No semaphores, no partial sums
   // through L2, no dq_convert pass. Needs kBwdDqFinish (the finishing code).
   kBwdPair = 32,
-  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong,
-  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair,
+  // A dQ block the kernel finishes (kBwdDqFinish, kBwdPair) whose 64 rows all lie inside the
+  // sequence leaves by one TMA store, issued by the dQ writer warp from the consumer's staging
+  // buffer, instead of the consumer warpgroup's 128 threads copying its rows after a second
+  // warpgroup barrier. The finishing warpgroup (rank 1 of a pair, the last contributor otherwise)
+  // is the slower side of every pair step; this takes a barrier and the row copy off its path.
+  kBwdDqTmaStore = 64,
+  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore,
+  kBwdAllFlags =
+      kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair | kBwdDqTmaStore,
 };
 
 // kBwdDqFinish by default only while the mean KV length is at most this (three KV tiles). Measured

@@ -172,19 +172,28 @@ __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& 
 // arrival, at the start of the step that stages the job), read by the writer after the matching
 // wait. Two slots, because with
 // kBwdDqFinish the next job is announced while the writer may still be adding this one.
+struct DqTmaBox {
+  int col, row;  // the dQ map's coordinates of the 64 x 64 box: head * D + column, global query row
+};
 struct DqJobHeader {
-  float* dst;           // the job's 4096-float block of the accumulator
-  int* sem;             // deterministic mode: the (slot, head) semaphore
-  unsigned short* out;  // kDqJobLast: dQ element (first row, first column) of the job
-  int expected;         // deterministic mode: the count to wait for (KV tiles of the group ahead of ours)
-  int flags;            // kDqJobLast, kDqJobPartial
-  int rows;             // kDqJobLast: rows of the job inside the sequence
+  float* dst;  // the job's 4096-float block of the accumulator
+  int* sem;    // deterministic mode: the (slot, head) semaphore
+  union {
+    unsigned short* out;  // kDqJobLast: dQ element (first row, first column) of the job
+    DqTmaBox box;         // kDqJobTmaStore instead: where the writer's TMA store puts it
+  };
+  int expected;  // deterministic mode: the count to wait for (KV tiles of the group ahead of ours)
+  int flags;     // kDqJobLast, kDqJobPartial, kDqJobTmaStore
+  int rows;      // kDqJobLast: rows of the job inside the sequence
   int pad;
 };
 // kBwdDqFinish: no later KV tile contributes to the job's block, so it is finished, not added ...
 constexpr int kDqJobLast = 1;
 // ... and earlier ones did: their partial sum is loaded from the accumulator first.
 constexpr int kDqJobPartial = 2;
+// kBwdDqTmaStore: a finished job whose 64 rows lie inside the sequence; its consumer only stages
+// the rows, and the writer stores them by TMA (bwd_store_finished_job).
+constexpr int kDqJobTmaStore = 4;
 
 // The Q / dO ring and the resident K / V, all on mbarriers (pipeline.cuh's protocol): full =
 // 1 producer arrival + TMA bytes, empty = one arrival per consumer warp (8). The dS exchange
@@ -195,14 +204,16 @@ struct BwdBarriers {
   unsigned long long ds_full[kBwdDsStages];
   unsigned long long ds_empty[kBwdDsStages];
   // dQ staging handoff between consumer `cw` and the writer warp: full when the consumer's 128
-  // threads have stored a job and its header, empty when the writer's bulk reduce has read it.
+  // threads have stored a job and its header, empty when the writer's bulk operation (the reduce,
+  // the copy to the partner CTA or the TMA store of a finished block) has read it.
   // mbarriers (release on arrive, acquire on wait) rather than named-barrier arrive/sync pairs:
   // compute-sanitizer's racecheck sees mbarrier ordering for the plain header stores and loads.
   unsigned long long dq_full[kBwdConsumerWarpgroups];
   unsigned long long dq_empty[kBwdConsumerWarpgroups];
-  // kBwdDqFinish: consumer cw's k-th job is announced on dq_announce[cw][k & 1] (its header is
-  // ready, its product not yet), and the writer answers on dq_partial[cw] once per job, with the
-  // partial sum's bytes for a last job that has one (the TMA load into partial buffer cw).
+  // kBwdDqFinish without kBwdPair: consumer cw's k-th job is announced on dq_announce[cw][k & 1]
+  // (its header is ready, its product not yet), and the writer answers on dq_partial[cw] once per
+  // job, with the partial sum's bytes for a last job that has one (the TMA load into partial
+  // buffer cw).
   unsigned long long dq_announce[kBwdConsumerWarpgroups][2];
   unsigned long long dq_partial[kBwdConsumerWarpgroups];
   // kBwdPair: the partner CTA's part of a chunk consumer cw finishes lands in partial buffer cw and
@@ -311,15 +322,25 @@ __device__ __forceinline__ void semaphore_release(int* sem) {
   atomicAdd(sem, 1);
 }
 
-// kBwdPair, one step of the writer after the announcements. Rank 0 sends: the step's jobs (one
-// per consumer at D = 128, one in turn at D = 64) go from the consumers' staging buffers into rank
-// 1's partial buffers of the same consumer index, and each staging buffer is given back once rank
-// 1 has read the copy (its only completion signal). Rank 1 finishes: its consumers add the parts
-// and store the rows themselves; their dq_full arrival says the staging buffer (used for the rows)
-// is free again. `k` is each owner's job index of this step (dq_job_index), also its copy index.
+// kBwdDqTmaStore: the staged rows of a finished job leave by one TMA store of the 64 x 64 box.
 template <int D>
+__device__ __forceinline__ void bwd_store_finished_job(const DqJobHeader& h, const ptx::TensorMap* tm_dq,
+                                                       const unsigned char* staging) {
+  ptx::tma_store_3d(tm_dq, ptx::smem_addr(staging), h.box.col % D, h.box.col / D, h.box.row);
+  ptx::bulk_commit_group();
+}
+
+// kBwdPair, one step of the writer. Rank 0 sends: the step's jobs (one per consumer at D = 128,
+// one in turn at D = 64) go from the consumers' staging buffers into rank 1's partial buffers of
+// the same consumer index, and each staging buffer is given back once rank 1 has read the copy
+// (its only completion signal). Rank 1 finishes: its consumers add the parts and stage the rows;
+// with TMA (kBwdDqTmaStore) this warp stores a job of whole rows and gives the buffer back once
+// the store has read it, otherwise the consumers copied the rows and their dq_full arrival
+// already says the buffer is free. `k` is each owner's job index of this step (dq_job_index),
+// also its copy index.
+template <int D, bool TMA>
 __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarriers* bars, unsigned char* smem,
-                                                   bool leader) {
+                                                   const ptx::TensorMap* tm_dq, bool leader) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
   const bool sender = ptx::cluster_ctarank() == 0;
@@ -327,15 +348,21 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;  // bwd_dq_owner_chunk
     ptx::mbarrier_wait(&bars->dq_full[owner], k & 1);
+    const unsigned char* staging = smem + plan.dq_off + owner * kBwdDqJobBytes;
     if (sender && leader) {
       const unsigned buf = ptx::smem_addr(smem + plan.partial_off + owner * kBwdDqJobBytes);
       const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[owner]), 1u);
       ptx::mbarrier_arrive_expect_tx_remote(full, kBwdDqJobBytes);
-      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, 1u), smem + plan.dq_off + owner * kBwdDqJobBytes, kBwdDqJobBytes,
-                         full);
+      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, 1u), staging, kBwdDqJobBytes, full);
+    }
+    if (TMA && !sender && leader) {
+      const DqJobHeader& h = bars->dq_job[owner][k & 1];
+      if (h.flags & kDqJobTmaStore) bwd_store_finished_job<D>(h, tm_dq, staging);
     }
     __syncwarp();
   }
+  if (TMA && !sender && leader) ptx::bulk_wait_group_read<0>();  // the stores have read the staging buffers
+  __syncwarp();
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;
@@ -352,15 +379,17 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
 // first taken from their announcements, made while the consumers still compute them; for a last
 // job the semaphore wait happens there and its partial sum is loaded for the consumer (dq_partial
 // is answered for every job, so both sides count phases by job). Then the staged jobs are added as
-// usual, except the last ones, which their consumers have finished and stored themselves.
+// usual, except the last ones, which their consumers have finished: stored themselves, or, with
+// TMA (kBwdDqTmaStore) and whole rows, staged for this warp's TMA store.
 //
-// PAIR (kBwdPair, with FINISH): no accumulator and no semaphores. The CTA of cluster rank 0 (KV
+// PAIR (kBwdPair, with FINISH): no accumulator, no semaphores, no announcements (the CTA's rank
+// says what every job is). The CTA of cluster rank 0 (KV
 // tile 0) sends its part of every job to rank 1 (KV tile 1), which finishes the blocks: rank 1
 // runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
 // rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
 // the consumer of the same index in both CTAs, since both run the same steps.
-template <int D, int MASK, bool FINISH, bool PAIR>
-__device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char* smem) {
+template <int D, int MASK, bool FINISH, bool PAIR, bool TMA>
+__device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
@@ -389,14 +418,12 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
       const unsigned k = unsigned(dq_job_index<D>(step));  // each owner's job index this step
       int* sem = nullptr;
       release_pending();
-      if constexpr (FINISH) {
+      if constexpr (FINISH && !PAIR) {  // pairs announce nothing (bwd_dq_finish)
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int owner = (step + c) & 1;
           ptx::mbarrier_wait(&bars->dq_announce[owner][k & 1], (k >> 1) & 1u);
-          if (PAIR) {  // a part from the partner arrives on pair_full, not through the accumulator
-            if (leader) ptx::mbarrier_arrive(&bars->dq_partial[owner]);
-          } else if (leader) {
+          if (leader) {
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
             unsigned long long* bar = &bars->dq_partial[owner];
             // Only a last job waits for the earlier contributors here (its partial sum must be
@@ -415,7 +442,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
         }
       }
       if constexpr (PAIR) {
-        bwd_pair_send_step<D>(step, k, bars, smem, leader);
+        bwd_pair_send_step<D, TMA>(step, k, bars, smem, tm_dq, leader);
       } else {
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
@@ -429,13 +456,16 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, unsigned char
             const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
             // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
             // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
-            // their semaphore (0) in dq_convert.cu. A last job (FINISH) is already stored.
+            // their semaphore (0) in dq_convert.cu. A last job (FINISH) is finished: its consumer
+            // stored the rows, or staged them for our TMA store (kBwdDqTmaStore).
             if (!FINISH || !(h.flags & kDqJobLast)) {
               if (p.deterministic && h.expected == 0)
                 ptx::bulk_copy_s2g(h.dst, staged, kBwdDqJobBytes);
               else
                 ptx::bulk_reduce_add_f32(h.dst, staged, kBwdDqJobBytes);
               ptx::bulk_commit_group();
+            } else if (TMA && (h.flags & kDqJobTmaStore)) {
+              bwd_store_finished_job<D>(h, tm_dq, reinterpret_cast<const unsigned char*>(staged));
             }
           }
           __syncwarp();  // bar.sync is .aligned: the whole warp reaches the next one together
@@ -665,16 +695,20 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 //   dq_empty phases: the writer arrives once after each of our jobs; we wait before every job but
 //   the first (bwd_first_job) and once at exit (bwd_consumer), the k-th wait on parity k & 1 of
 //   our job index (dq_job_index). A phase cannot be skipped: our k-th dq_full arrival needs the
-//   writer's (k-1)-th dq_empty arrival first and vice versa.
+//   writer's (k-1)-th dq_empty arrival first and vice versa. That wait also means every thread's
+//   reads of the staging buffer for our previous job are done (they arrived on dq_full after
+//   them), so the buffer may be rewritten without a warpgroup barrier.
 // FINISH: the header was announced (bwd_dq_announce); the writer's dq_partial answer says the
 // header was read and, for a last job with earlier contributors, their partial sum is in partial
 // buffer cw. A last job is then finished here: dq + partial (the add the accumulator's bulk reduce
-// would have done), times logit_scale * out_scale, rounded and stored as whole 16-byte chunks of
-// the dQ rows through the staging buffer, exactly as dq_convert would: the same bits.
-// PAIR: the rank-0 CTA's part of the job arrives in the partial buffer on pair_full[cw] (one copy
-// per job, so the k-th job waits parity k & 1), and once it has been read, rank 0's writer hears it
-// on its pair_empty[cw].
-template <int DTYPE, int D, bool FINISH, bool PAIR, class HeaderFn>
+// would have done), times logit_scale * out_scale, rounded and staged as the 64 x 64 block of dQ
+// rows, exactly as dq_convert would: the same bits. TMA (kBwdDqTmaStore) and whole rows: the
+// writer stores the staged block by TMA; otherwise the threads copy its rows after a barrier.
+// PAIR: no announcement; the header is computed here (rank 1 finishes every job, rank 0 sends
+// every job). The rank-0 CTA's part arrives in the partial buffer on pair_full[cw] (one copy per
+// job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
+// hears it on its pair_empty[cw].
+template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, class HeaderFn>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
                                               unsigned char* smem, const GdpaParams& p, const FragThread& f,
                                               HeaderFn header) {
@@ -687,16 +721,21 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
   if (j > bwd_first_job<D>(cw)) ptx::mbarrier_wait(&bars->dq_empty[cw], (k - 1) & 1u);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
   const unsigned staging = ptx::smem_addr(smem) + plan.dq_off + cw * kBwdDqJobBytes;
+  const int bar = kBwdBarEpilogueBase + cw;
   bool finished = false;
   if constexpr (FINISH) {
-    ptx::mbarrier_wait(&bars->dq_partial[cw], k & 1u);
-    // Thread 0 wrote the header; a warpgroup barrier orders that for the other threads directly
-    // (the writer's answer orders it too, but through a third thread).
-    ptx::named_barrier_sync(kBwdBarEpilogueBase + cw, 128);
-    const DqJobHeader& h = bars->dq_job[cw][k & 1];
-    const int flags = h.flags;
-    if (flags & kDqJobLast) {
-      if (flags & kDqJobPartial) {
+    DqJobHeader h;
+    if constexpr (PAIR) {
+      h = header();
+    } else {
+      ptx::mbarrier_wait(&bars->dq_partial[cw], k & 1u);
+      // Thread 0 wrote the header; a warpgroup barrier orders that for the other threads directly
+      // (the writer's answer orders it too, but through a third thread).
+      ptx::named_barrier_sync(bar, 128);
+      h = bars->dq_job[cw][k & 1];
+    }
+    if (h.flags & kDqJobLast) {
+      if (h.flags & kDqJobPartial) {
         if (PAIR) ptx::mbarrier_wait_cluster(&bars->pair_full[cw], k & 1u);
         const unsigned partial = ptx::smem_addr(smem) + plan.partial_off + cw * kBwdDqJobBytes;
 #pragma unroll
@@ -711,16 +750,21 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
         // later job, once our dq_full arrival has reached the writer.
         ptx::fence_proxy_async_smem();
       }
-      // The rows go out through our staging buffer (epilogue.cuh): the warpgroup syncs before
-      // (every thread is done with the buffer's previous contents) and after staging them.
-      const int bar = kBwdBarEpilogueBase + cw;
-      ptx::named_barrier_sync(bar, 128);
-      // Every thread has read the partner's part (and fenced the reads against the async proxy).
-      if (PAIR && tid == 0)
-        ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
+      if constexpr (PAIR) {
+        // Every thread has read the partner's part (and fenced the reads against the async proxy).
+        ptx::named_barrier_sync(bar, 128);
+        if (tid == 0) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
+      }
       stage_block<DTYPE, kBwdDqCols>(dq, staging, p.logit_scale * p.out_scale, f);
-      ptx::named_barrier_sync(bar, 128);
-      copy_staged_rows<kBwdDqCols>(staging, h.out, p.heads_q * D, h.rows, tid);
+      if (TMA && (h.flags & kDqJobTmaStore)) {
+        ptx::fence_proxy_async_smem();  // generic stores -> the writer's TMA store (async proxy)
+        // Pairs computed the header here; the writer needs its coordinates (ordered by dq_full).
+        if (PAIR && tid == 0) bars->dq_job[cw][k & 1] = h;
+      } else {
+        ptx::named_barrier_sync(bar, 128);
+        copy_staged_rows<kBwdDqCols>(staging, h.out, p.heads_q * D, h.rows, tid);
+        if (TMA && PAIR && tid == 0) bars->dq_job[cw][k & 1] = h;  // no kDqJobTmaStore: nothing to store
+      }
       finished = true;
     }
   } else {
@@ -790,6 +834,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
   constexpr bool kPingpong = (FLAGS & kBwdPingpong) != 0;
   constexpr bool kPair = (FLAGS & kBwdPair) != 0;
+  constexpr bool kTmaStore = (FLAGS & kBwdDqTmaStore) != 0;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
@@ -850,9 +895,14 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       h.pad = 0;
       const int r0 = js.m * kBwdBlockM;
       auto finish_here = [&] {
-        h.out = static_cast<unsigned short*>(p.dq) + (long long)(ts.q_seq_row + r0) * (p.heads_q * D) + js.head * D +
-                chunk * kBwdDqCols;
+        const int row = ts.q_seq_row + r0, col = js.head * D + chunk * kBwdDqCols;
         h.rows = min(kBwdBlockM, ts.len_q - r0);
+        if (kTmaStore && h.rows == kBwdBlockM) {  // whole rows: a box never clips
+          h.flags |= kDqJobTmaStore;
+          h.box = DqTmaBox{col, row};
+        } else {
+          h.out = static_cast<unsigned short*>(p.dq) + (long long)row * (p.heads_q * D) + col;
+        }
       };
       if (kPair) {  // rank 1 finishes every block with rank 0's part; rank 0 only sends
         if (ptx::cluster_ctarank() == 1) {
@@ -896,8 +946,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       float(&dq)[32] = s_acc;
       const int dq_step = kDefer ? step - 1 : step;
       const int chunk = bwd_dq_owner_chunk<D>(dq_step, cw);
-      // kBwdDqFinish: the writer learns of this step's dQ job now, a GEMM phase before it is staged.
-      if (kFinish && kHasDq && chunk >= 0)
+      // kBwdDqFinish: the writer learns of this step's dQ job now, a GEMM phase before it is staged
+      // (pairs need no announcement: the rank says what each job is, bwd_dq_finish).
+      if (kFinish && !kPair && kHasDq && chunk >= 0)
         bwd_dq_announce<D>(dq_step, cw, bars, [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
 
       // 1-2: the two transposed score products, one commit group.
@@ -958,7 +1009,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ptx::fence_operand(dq);
       consumer_release(bars->qdo[qs]);
       if (kHasDq)
-        bwd_dq_finish<DTYPE, D, kFinish, kPair>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
+        bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
                                          [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
     };
     // K and V of the tile (the first step needs both at once; the producer loads them right after
@@ -976,13 +1027,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       float dq[32];
       const int chunk = bwd_dq_owner_chunk<D>(step - 1, cw);
       if (chunk >= 0) {
-        if (kFinish) bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(ls - 1, chunk); });
+        if (kFinish && !kPair) bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(ls - 1, chunk); });
         wait_ds_full(step - 1, bars);
         issue_dq<DTYPE, D>(dq, step - 1, chunk, ds_tiles, k_tile);
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<DTYPE, D, kFinish, kPair>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
                                        [&] { return job_header(ls - 1, chunk); });
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
@@ -1020,7 +1071,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     gdpa_bwd(const __grid_constant__ ptx::TensorMap tm_q, const __grid_constant__ ptx::TensorMap tm_k,
              const __grid_constant__ ptx::TensorMap tm_v, const __grid_constant__ ptx::TensorMap tm_do,
              const __grid_constant__ ptx::TensorMap tm_dk, const __grid_constant__ ptx::TensorMap tm_dv,
-             const __grid_constant__ GdpaParams p) {
+             const __grid_constant__ ptx::TensorMap tm_dq, const __grid_constant__ GdpaParams p) {
   static_assert(D == 64 || D == 128, "head dim");
   static_assert(DTYPE == kBF16 || DTYPE == kFP16, "16-bit io dtypes only");
   static_assert(kBwdConsumerWarpgroups == 2, "the dQ chunk alternation assumes two consumers");
@@ -1088,10 +1139,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::prefetch_tensormap(&tm_do);
         ptx::prefetch_tensormap(&tm_dk);
         ptx::prefetch_tensormap(&tm_dv);
+        if constexpr ((FLAGS & kBwdDqFinish) && (FLAGS & kBwdDqTmaStore)) ptx::prefetch_tensormap(&tm_dq);
         bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
       }
     } else if (warp == 1) {
-      bwd_dq_writer<D, MASK, (FLAGS & kBwdDqFinish) != 0, (FLAGS & kBwdPair) != 0>(p, smem);
+      constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
+      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kFinish && (FLAGS & kBwdDqTmaStore) != 0>(p, &tm_dq,
+                                                                                                        smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

@@ -183,6 +183,17 @@ TEST_SUITE("gpu") {
     convert.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
     check_same_bits_over_masks_and_dims(finish, convert, 95, ctx);
   }
+  TEST_CASE("sm90 backward: finished dQ blocks stored by TMA give the bits of the threads' row copy") {
+    // kBwdDqTmaStore changes who writes a finished block's staged rows (the writer's TMA store
+    // instead of the consumer's threads), not what is staged; blocks cut by a sequence's end still
+    // take the threads' copy. Any difference is a lost, doubled or misplaced block.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    Sm90Options tma, rows;  // explicit flags: the finish everywhere, whatever the mean Lk
+    tma.bwd_flags = sm90::kBwdDefaultFlags;
+    rows.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqTmaStore;
+    check_same_bits_over_masks_and_dims(tma, rows, 96, ctx);
+  }
   TEST_CASE("sm90 backward: taking turns at the tensor cores changes no bit of dQ, dK, dV") {
     // kBwdPingpong only orders the two consumer warpgroups' GEMM batches; with the deterministic dQ
     // order every sum is formed the same way, so any difference is a synchronisation bug.
@@ -213,12 +224,14 @@ TEST_SUITE("gpu") {
       p.cu_seqlens_k = offsets_from_lengths(lk);
       REQUIRE(sm90_bwd_pair_eligible(p));
       DeviceProblem dp(p, make_inputs(p, 99, true), true);
-      Sm90Options pairs, ordered;  // explicit flags: used as given, whatever the mean Lq
+      Sm90Options pairs, ordered, pairs_rows;  // explicit flags: used as given, whatever the mean Lq
       pairs.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair;
       ordered.bwd_flags = sm90::kBwdDefaultFlags;
+      pairs_rows.bwd_flags = pairs.bwd_flags & ~sm90::kBwdDqTmaStore;  // rank 1's threads copy the rows
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_rows, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {

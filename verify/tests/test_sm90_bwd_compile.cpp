@@ -16,6 +16,7 @@
 #include "../../host/compile.h"
 #include "../../host/generator.h"
 #include "../../host/scheduler.h"
+#include "../../host/registry.h"
 #include "../../host/sm90_bwd.h"
 #include "../../kernels/common/masks.cuh"
 #include "../../kernels/sm90/bwd_config.h"
@@ -79,6 +80,8 @@ void compile_clean(const std::vector<KernelSource>& sources) {
       CHECK(count_of(sass, "UBLKRED") >= 1);        // the dQ bulk reduce-add
     }
     CHECK(count_of(sass, "UTMASTG.3D") >= 2);     // dK and dV leave by TMA stores (epilogue.cuh)
+    if ((flags & kBwdDqFinish) && (flags & kBwdDqTmaStore))
+      CHECK(count_of(sass, "UTMASTG.3D") >= 3);   // and the writer's store of finished dQ blocks
     CHECK(count_of(sass, "USETMAXREG") == 2);     // producer dec, consumers inc
     CHECK(count_of(sass, "SYNCS.PHASECHK") >= 6);
     CHECK(count_of(sass, "LDL") == 0);
@@ -106,9 +109,10 @@ TEST_CASE("sm90 backward: variant names and support") {
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
   CHECK(src[0].file == "kernels/sm90/gdpa_bwd.cu");
-  // Default flags: kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong (the kernel ignores the
-  // fold for fp16 and non-GELU); the finishing kernel pairs with the zeros-only dq_convert.
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,29>");
+  // Default flags: kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore (the
+  // kernel ignores the fold for fp16 and non-GELU); the finishing kernel pairs with the zeros-only
+  // dq_convert.
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,93>");
   CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,true>");
   opt.bwd_flags = 0;
@@ -117,22 +121,25 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.logit_scale = 1.0f;  // the unit-scale specialisation is added whatever the ablation flags
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,95>");
   // The default leaves the in-kernel dQ finish off above a mean KV length of
   // kBwdDqFinishMaxMeanLenK; explicit flags are used as given.
   const int over = 2 * kBwdDqFinishMaxMeanLenK - 99;  // mean (100 + over) / 2 is just above the limit
   ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");  // logit_scale 1: + unit-scale
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,95>");  // logit_scale 1: + unit-scale
+  // Without the finish the TMA store of finished blocks has nothing to do: its bit goes too.
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,23>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags = kBwdDefaultFlags;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,95>");
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,79>");
+  opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");
   opt.bwd_flags_drop = 0;
   // The unordered mode has no last contributor to finish a block: the flag is dropped.
   opt.deterministic = false;
@@ -160,24 +167,24 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256})));
   CHECK(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));  // D = 64: jobs alternate
   Sm90Options opt;
-  // Default flags (29) + unit scale (2) + kBwdPair (32); no dq_convert pass.
+  // Default flags (93) + unit scale (2) + kBwdPair (32); no dq_convert pass.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 1);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,63>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,63>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
   opt.deterministic = true;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,23>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 300 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {600, 0, 300}, {129, 200, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
   p.heads_q = 4;
   p.heads_kv = 2;
@@ -394,4 +401,21 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
   }
   CHECK(sources.size() == 13);  // 9 main variants + dq_convert for 4 (dtype, D) pairs
   compile_clean(sources);
+}
+
+TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
+  const ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, {700, 0, 500}, {129, 200, 256});  // pairs
+  auto bwd_name = [&](const std::string& kernel) {  // sources() lists the forward's too
+    for (const KernelSource& s : make_kernel(kernel)->sources(p, true))
+      if (s.name_expression.find("gdpa_bwd<") != std::string::npos) return s.name_expression;
+    return std::string("(no backward)");
+  };
+  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
+  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,63>");
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
+  // Explicit flags are used as given (plus the unit-scale specialisation), rules or not.
+  CHECK(bwd_name("sm90-bwd-flags29") == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
+  CHECK(bwd_name("sm90-bwd-flags125") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
+  CHECK_THROWS(make_kernel("sm90-bwd-flags128"));
+  CHECK_THROWS(make_kernel("sm90-bwd-flags"));
 }
