@@ -4,8 +4,8 @@
 # by side, and rank 0 copies its part of each dQ block into rank 1's shared memory, which finishes
 # the block; off, the same blocks go through the fp32 accumulator in the fixed KV order and rank 1's
 # CTA loads the partial sum back (kBwdDqFinish). Same bits. The default (sm90) pairs where the mean
-# Lq is at least 384 (bwd_config.h kBwdPairMinMeanLenQ): the cross sets at L >= 512. The cross sets
-# and the self L = 256 sets (eligible, below the mean-Lq rule), backward only, one bench call.
+# Lq is at least 256 (bwd_config.h kBwdPairMinMeanLenQ): the cross sets and self s = 1, L = 256.
+# Those sets and self s = 0.5, L = 256 (not eligible: some Lk <= 128), backward only, one bench call.
 #   usage: experiments/ablate_dq_pair.sh [OUT]      (OUT default: experiments/results)
 set -euo pipefail
 FULL=${FULL:-sm90}

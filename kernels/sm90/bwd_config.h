@@ -62,12 +62,14 @@ enum BwdFlags : int {
 // slack, lose more than that. Explicit flags (Sm90Options::bwd_flags) are used as given.
 constexpr int kBwdDqFinishMaxMeanLenK = 384;
 
-// kBwdPair by default only where the mean query length is at least this (six steps per KV tile).
-// Measured on the seed's sets (H200, two calls, against the same kernel without pairs): cross
-// Lk = 256 at Lq = 512 / 1024 / 2048 1.04 / 1.11 / 1.18x, where each KV tile runs 8-32 steps and
-// rank 0 stays ahead of rank 1 without waiting; at L = 256 (4 steps per tile, s = 1 and 0.5)
-// 0.99-1.00x, where a tile's start and end, not its dQ blocks, set the pace.
-constexpr int kBwdPairMinMeanLenQ = 384;
+// kBwdPair by default only where the mean query length is at least this (four steps per KV tile).
+// Measured on the seed's sets (H200, against the same kernel without pairs): cross Lk = 256 at
+// Lq = 512 / 1024 / 2048 1.04 / 1.11 / 1.18x, where each KV tile runs 8-32 steps and rank 0 stays
+// ahead of rank 1 without waiting. At L = 256 (4 steps per tile) pairs were 0.99-1.00x while rank
+// 1's consumers still copied the finished rows themselves after the writer's answer to each job's
+// announcement; with both gone (kBwdDqTmaStore) 1.05x (self s = 1 and cross L = 256,
+// `ab-pair-l256-*`). Shorter query sets were not measured, so the rule stops there.
+constexpr int kBwdPairMinMeanLenQ = 256;
 
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdBlockM = 64;                           // query rows per inner step

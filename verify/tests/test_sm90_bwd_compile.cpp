@@ -181,8 +181,8 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,23>");
   opt.bwd_flags_drop = 0;
-  // Short queries (mean Lq 300 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
-  const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {600, 0, 300}, {129, 200, 256});
+  // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
+  const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 200, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
   CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
