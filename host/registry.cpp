@@ -1,5 +1,6 @@
 #include "registry.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "../kernels/sm90/act_mix.h"
@@ -71,6 +72,13 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
       return make_sm90_kernel(o);
     }
   }
+  if (name == "sm90-bwd-trace") {  // backward profiling: event timestamps (kernels/sm90/bwd_trace.cuh)
+    Sm90Options o;
+    const char* path = std::getenv("GDPA_BWD_TRACE");
+    o.bwd_trace = path != nullptr && *path != '\0' ? path : "bwd-trace.npy";
+    o.label = "bwd-trace";
+    return make_sm90_kernel(o);
+  }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
   // given instead of the defaults and the problem rules: for experiments outside the rules' range.
   const std::string flags_prefix = "sm90-bwd-flags";
@@ -95,7 +103,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
       return make_sm90_kernel(o);
     }
   }
-  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, sm90-bwd-flags0..127)");
+  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, sm90-bwd-flags0..255, sm90-bwd-trace)");
 }
 
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }

@@ -27,6 +27,10 @@ struct Sm90Options {
   int act_mix = -1;            // fast_gelu only: sixteenths of the elements on the FMA pipe
                                // (kernels/sm90/act_mix.h); -1 = act_mix_default for the head dim
   std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
+  // Backward profiling (kBwdTrace, kernels/sm90/bwd_trace.cuh): after every backward the launcher
+  // waits for it and writes the first CTAs' event trace to this .npy file. Empty: no trace, unless
+  // explicit bwd_flags ask for kBwdTrace (then the file is bwd-trace.npy).
+  std::string bwd_trace;
 };
 
 std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt = {});

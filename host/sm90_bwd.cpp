@@ -20,6 +20,7 @@
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/bwd_config.h"
 #include "device_problem.h"
+#include "npy.h"
 #include "tensor_map.h"
 
 namespace gdpa {
@@ -84,6 +85,7 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.
   if (!(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqTmaStore;
+  if (!o.bwd_trace.empty()) f |= sm90::kBwdTrace;
   return sm90_with_act_mix(f, o, p, true);
 }
 
@@ -159,6 +161,10 @@ class Sm90BackwardImpl final : public Sm90Backward {
     const size_t acc_floats = pair_ ? 0 : size_t(slots_) * size_t(p.heads_q) * size_t(p.head_dim) * sm90::kBwdBlockM;
     accum_ = DeviceBuffer(std::max<size_t>(16, acc_floats * sizeof(float)));
     semaphores_ = DeviceBuffer(opt_.deterministic && !pair_ ? std::max<size_t>(16, size_t(slots_) * p.heads_q * sizeof(int)) : 16);
+    if (flags & sm90::kBwdTrace) {
+      trace_path_ = opt_.bwd_trace.empty() ? std::string("bwd-trace.npy") : opt_.bwd_trace;
+      trace_ = DeviceBuffer(kTraceWords * sizeof(int32_t));
+    }
 
   }
 
@@ -183,6 +189,10 @@ class Sm90BackwardImpl final : public Sm90Backward {
     params.dq_accum = reinterpret_cast<float*>(accum_.ptr());
     params.deterministic = opt_.deterministic ? 1 : 0;
     params.semaphores = reinterpret_cast<int*>(semaphores_.ptr());
+    if (!trace_path_.empty()) {
+      trace_.fill_u32(0u, stream);  // unused records stay zero
+      params.trace = reinterpret_cast<void*>(trace_.ptr());
+    }
 
     if (num_tiles_ > 0) {  // no KV rows at all: dK, dV are empty and dQ is all zeros
       // An empty tensor has no map (a dimension of 0 is illegal); with total_q = 0 every tile has
@@ -210,6 +220,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
       void* args[] = {&params};
       launch(convert_->function(), shape, stream, args);
     }
+    if (!trace_path_.empty()) write_trace(stream);
   }
 
  private:
@@ -223,6 +234,19 @@ class Sm90BackwardImpl final : public Sm90Backward {
   size_t smem_ = 0;
   bool pair_ = false;  // kBwdPair: clusters of two, no accumulator, no dq_convert
   unsigned grid_ = 0;
+  // kBwdTrace: [CTAs][roles][slots][4] 32-bit words (bwd_trace.cuh BwdTraceRecord).
+  static constexpr size_t kTraceWords = size_t(sm90::kBwdTraceCtas) * sm90::kBwdTraceRoles * sm90::kBwdTraceSlots * 4;
+  DeviceBuffer trace_;
+  std::string trace_path_;
+
+  // Profiling only: waits for the backward, so the timing of a traced run includes the wait.
+  void write_trace(CUstream stream) const {
+    GDPA_CU(cu().cuStreamSynchronize(stream));
+    std::vector<int32_t> words(kTraceWords);
+    trace_.download(words);
+    save_npy(trace_path_, words.data(),
+             {sm90::kBwdTraceCtas, sm90::kBwdTraceRoles, sm90::kBwdTraceSlots, 4});
+  }
 
   LaunchShape main_shape() const {
     LaunchShape shape;

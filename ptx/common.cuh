@@ -21,6 +21,14 @@ __device__ __forceinline__ int thread_x_fresh() {
   return v;
 }
 
+// The device-wide nanosecond timer (the same clock on every SM, unlike clock64's cycle counter), for
+// event traces that compare CTAs on different SMs.
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // Index of this thread's warpgroup (4 consecutive warps, the unit wgmma and setmaxnreg act on).
 // Read through a shuffle so the compiler knows it is warp-uniform and keeps role branches uniform.
 __device__ __forceinline__ int warpgroup_id() { return __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0); }

@@ -61,6 +61,8 @@ struct GdpaParams {
   // the host from `tiles` so the kernel reads one record per tile instead of a chain of dependent
   // loads (tile -> cu_seqlens -> kv_index) whose latency would sit on the critical path.
   const void* tile_records;
+  // Profiling variants only (kernels/sm90/bwd_trace.cuh): event timestamps of the first CTAs' roles.
+  void* trace;
 };
 
 }  // namespace gdpa

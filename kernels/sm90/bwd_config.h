@@ -48,9 +48,12 @@ enum BwdFlags : int {
   // warpgroup barrier. The finishing warpgroup (rank 1 of a pair, the last contributor otherwise)
   // is the slower side of every pair step; this takes a barrier and the row copy off its path.
   kBwdDqTmaStore = 64,
+  // Not an optimization: a profiling variant whose roles write event timestamps for the first CTAs
+  // into GdpaParams::trace (kernels/sm90/bwd_trace.cuh; registry name sm90-bwd-trace).
+  kBwdTrace = 128,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore,
-  kBwdAllFlags =
-      kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair | kBwdDqTmaStore,
+  kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
+                 kBwdDqTmaStore | kBwdTrace,
 };
 
 // kBwdDqFinish by default only while the mean KV length is at most this (three KV tiles). Measured
@@ -145,6 +148,37 @@ GDPA_HD void bwd_query_interval(int mask_kind, int key, int len_q, int len_k, in
   *lo = a;
   *count = b - a;
 }
+
+// ---- kBwdTrace: the events the roles record (bwd_trace.cuh) and the record layout ----------------
+enum BwdTraceEvent : unsigned {
+  // Consumer warpgroups (roles 0 and 1), per step unless noted.
+  kTrTileStart = 1,  // K and V of the work tile have arrived (once per tile)
+  kTrQdoReady,       // Q and dO of the step have arrived
+  kTrTurnA,          // the warpgroup holds its turn for S^T and dP^T
+  kTrADone,          // S^T and dP^T complete
+  kTrDsPublished,    // P^T, dS^T formed and our dS^T half published for the dQ jobs
+  kTrTurnB,          // the dQ job's dS^T is complete and the warpgroup holds its turn for dV, dK, dQ
+  kTrBDone,          // dV, dK and the dQ job complete
+  kTrDqHanded,       // the dQ job handed to the writer (or finished)
+  kTrLastDqHanded,   // the tile's deferred last dQ job handed over (once per tile)
+  kTrEpilogueEnd,    // dK and dV staged and their TMA stores issued (once per tile)
+  // Producer (role 2).
+  kTrLoadKv = 32,  // K and V of a tile issued (their slots were free)
+  kTrLoadQdo,      // Q and dO of a step issued (their ring slot was free)
+  // The dQ writer records nothing: on 24 registers a tracer makes it spill. Its back-pressure shows
+  // in the consumers' kTrBDone -> kTrDqHanded (the wait for the staging buffer is in between).
+};
+
+constexpr int kBwdTraceCtas = 8;
+constexpr int kBwdTraceRoles = 3;
+constexpr int kBwdTraceSlots = 4096;  // records per (CTA, role); later events are dropped
+
+// One record of kBwdTrace, four 32-bit words: SM cycles (low, high), event | step << 8, global
+// timer ns (low 32 bits). The host writes the buffer as an int32 .npy of shape [CTAs, roles,
+// slots, 4]; unused records stay zero.
+struct BwdTraceRecord {
+  unsigned clock_lo, clock_hi, event_step, ns;
+};
 
 // ---- shared memory ------------------------------------------------------------------------------
 // Byte offsets inside the 1024-byte aligned dynamic shared memory. Every 128B-swizzled operand

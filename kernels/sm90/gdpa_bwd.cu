@@ -64,6 +64,7 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
+#include "bwd_trace.cuh"
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "pipeline.cuh"
@@ -255,7 +256,7 @@ __device__ __forceinline__ void load_panels(unsigned char* dst, const ptx::Tenso
     ptx::tma_load_3d(dst + panel * ROWS * kSw128RowBytes, map, bar, panel * kSw128PanelCols, head, row, policy);
 }
 
-template <int D, int MASK, bool PAIR>
+template <int D, int MASK, bool PAIR, bool TRACE>
 __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
                                              const ptx::TensorMap* tm_v, const ptx::TensorMap* tm_do,
                                              unsigned char* smem) {
@@ -263,11 +264,13 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   PipeCounter<kBwdQStages> qc;
   PipeCounter<1> kvc;  // one K / V "stage", one phase per non-empty work tile
+  BwdTracer<TRACE> trace(p, 2, true);
+  int step = 0;  // CTA-lifetime step count, for the trace
   const BwdWalk<PAIR> walk;
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
     const BwdTile t = bwd_tile<MASK, PAIR>(p, it);
     if (t.empty()) continue;  // the consumers write zeros and wait for nothing
-    for (int ls = 0; ls < t.steps; ++ls) {
+    for (int ls = 0; ls < t.steps; ++ls, ++step) {
       const BwdStep st = bwd_step(t, p, ls);
       // Q and dO of one step share a slot: the consumers need both in the same step.
       const int s = qc.stage();
@@ -278,6 +281,7 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
       load_panels<D, kBwdBlockM>(smem + plan.do_off + s * plan.q_bytes, tm_do, &bars->qdo[s].full, st.head, q_row,
                                  ptx::kEvictNormal);
       qc.advance();
+      trace(kTrLoadQdo, step);
       if (ls == 0) {
         // K and V after the first Q / dO: that load is already in flight while the previous tile's
         // last step (which still reads K and V) finishes. V is released before K (its last reader,
@@ -288,6 +292,7 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
         producer_acquire(bars->k, kvc.phase(), plan.kv_bytes);
         load_panels<D, kBwdBlockN>(smem + plan.k_off, tm_k, &bars->k.full, t.kv_head, t.k_row, ptx::kEvictFirst);
         kvc.advance();
+        trace(kTrLoadKv, step);
       }
     }
   }
@@ -836,6 +841,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kPair = (FLAGS & kBwdPair) != 0;
   constexpr bool kTmaStore = (FLAGS & kBwdDqTmaStore) != 0;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
+  BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
   const unsigned k_tile = base + plan.k_off, v_tile = base + plan.v_off, ds_tiles = base + plan.ds_off;
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
@@ -953,7 +959,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
 
       // 1-2: the two transposed score products, one commit group.
       consumer_wait(bars->qdo[qs], unsigned(step / kBwdQStages) & 1u);
+      trace(kTrQdoReady, step);
       BwdTurns<FLAGS>::wait(cw);
+      trace(kTrTurnA, step);
       ptx::wgmma_fence();
       issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
       issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
@@ -964,6 +972,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ptx::wgmma_wait<0>();
       ptx::fence_operand(s_acc);
       ptx::fence_operand(dp_acc);
+      trace(kTrADone, step);
       // dP^T is V's only reader: after the tile's last one, the producer may load the next tile's
       // V while this tile's last dV / dK / dQ products and its epilogue still run.
       if (ls == ts.steps - 1) consumer_release(bars->v);
@@ -983,6 +992,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         __syncwarp();
         if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_full[buf]);
       }
+      trace(kTrDsPublished, step);
 
       // 6-7: dV and dK, then the dQ job (which needs both warpgroups' dS^T halves). Without turns
       // dV and dK go first and run while the job waits for its buffer; with turns the buffer is
@@ -990,6 +1000,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       const bool dq_job = kHasDq && chunk >= 0;
       if (kPingpong && dq_job) wait_ds_full(dq_step, bars);
       BwdTurns<FLAGS>::wait(cw);
+      trace(kTrTurnB, step);
       ptx::wgmma_fence();
       issue_acc_rs<DTYPE, D>(dv, pk, do_tile);
       issue_acc_rs<DTYPE, D>(dk, dsk, q_tile);
@@ -1007,15 +1018,18 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ptx::fence_operand(dv);
       ptx::fence_operand(dk);
       ptx::fence_operand(dq);
+      trace(kTrBDone, step);
       consumer_release(bars->qdo[qs]);
       if (kHasDq)
         bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
                                          [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
+      trace(kTrDqHanded, step);
     };
     // K and V of the tile (the first step needs both at once; the producer loads them right after
     // that step's Q and dO).
     consumer_wait(bars->k, kvc.phase());
     consumer_wait(bars->v, kvc.phase());
+    trace(kTrTileStart, step);
     for (; ls < ts.steps; ++ls, ++step) {
       if (kDefer && ls == 0)
         step_body(BoolConstant<false>{});
@@ -1035,6 +1049,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       }
       bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
                                        [&] { return job_header(ls - 1, chunk); });
+      trace(kTrLastDqHanded, step - 1);
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
     kvc.advance();
@@ -1055,6 +1070,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // All reads of the staged dK (threads' or the TMA unit's) done before a dQ job overwrites it.
     if (tid == 0) ptx::bulk_wait_group_read<0>();
     ptx::named_barrier_sync(bar, 128);
+    trace(kTrEpilogueEnd, step - 1);
   }
   // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.
@@ -1140,12 +1156,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::prefetch_tensormap(&tm_dk);
         ptx::prefetch_tensormap(&tm_dv);
         if constexpr ((FLAGS & kBwdDqFinish) && (FLAGS & kBwdDqTmaStore)) ptx::prefetch_tensormap(&tm_dq);
-        bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
+        bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0, (FLAGS & kBwdTrace) != 0>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
       }
     } else if (warp == 1) {
       constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
-      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kFinish && (FLAGS & kBwdDqTmaStore) != 0>(p, &tm_dq,
-                                                                                                        smem);
+      constexpr bool kTma = kFinish && (FLAGS & kBwdDqTmaStore) != 0;
+      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma>(p, &tm_dq, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

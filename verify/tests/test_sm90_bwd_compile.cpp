@@ -398,8 +398,13 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
       REQUIRE(pair.size() == 1);
       sources.push_back(pair[0]);
     }
+    // The profiling variant (kBwdTrace): its tracer must not cost the consumers a spill either.
+    Sm90Options traced;
+    traced.bwd_trace = "unused.npy";
+    sources.push_back(
+        sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, {600, 500}, {200, 256}), traced)[0]);
   }
-  CHECK(sources.size() == 13);  // 9 main variants + dq_convert for 4 (dtype, D) pairs
+  CHECK(sources.size() == 14);  // 10 main variants + dq_convert for 4 (dtype, D) pairs
   compile_clean(sources);
 }
 
@@ -416,6 +421,6 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   // Explicit flags are used as given (plus the unit-scale specialisation), rules or not.
   CHECK(bwd_name("sm90-bwd-flags29") == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
   CHECK(bwd_name("sm90-bwd-flags125") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
-  CHECK_THROWS(make_kernel("sm90-bwd-flags128"));
+  CHECK_THROWS(make_kernel("sm90-bwd-flags256"));
   CHECK_THROWS(make_kernel("sm90-bwd-flags"));
 }

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""trace_bwd.py — where the backward's time goes, step by step and at tile boundaries, from the
+event trace of the profiling variant `sm90-bwd-trace` (kernels/sm90/bwd_trace.cuh).
+
+    GDPA_BWD_TRACE=t.npy build/gdpa run --kernel sm90-bwd-trace --len 256 --sparsity 1 --reps 3
+    experiments/trace_bwd.py t.npy [--json OUT.json]
+
+Each consumer warpgroup of the first CTAs recorded (SM cycles, event, step) at fixed points of a
+step; the producer recorded when it issued each tile's K / V and each step's Q / dO. Printed:
+the median cycles of each phase of a step, a step's total, and what a work tile costs beyond
+its steps (the tail after its last step, the dK / dV epilogue, the wait for the next K / V).
+Pure Python: reads the int32 .npy itself.
+"""
+import argparse
+import ast
+import json
+import statistics
+import struct
+import sys
+
+# kernels/sm90/bwd_config.h BwdTraceEvent
+TILE_START, QDO_READY, TURN_A, A_DONE, DS_PUBLISHED, TURN_B, B_DONE, DQ_HANDED, LAST_DQ, EPI_END = range(1, 11)
+LOAD_KV, LOAD_QDO = 32, 33
+
+# The phases of one step: (name, from-event, to-event, what the interval is).
+PHASES = (
+    ("wait Q/dO", None, QDO_READY, "from the previous step's hand-over (or the tile start) until Q and dO are in"),
+    ("wait turn A", QDO_READY, TURN_A, "for the other warpgroup to pass the turn"),
+    ("S^T + dP^T", TURN_A, A_DONE, "issue to completion, incl. queueing behind the other's GEMMs"),
+    ("activation", A_DONE, DS_PUBLISHED, "P^T, dS^T, mask; dS^T half stored (incl. the wait for its buffer)"),
+    ("wait dS + turn B", DS_PUBLISHED, TURN_B, "the dQ job's dS^T halves, then the turn"),
+    ("dV + dK + dQ", TURN_B, B_DONE, "issue to completion"),
+    ("hand dQ over", B_DONE, DQ_HANDED, "staging buffer free, partial sum / partner's part, staging"),
+)
+
+
+def read_npy_int32(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:6] != b"\x93NUMPY":
+        sys.exit(f"{path}: not a .npy file")
+    major = data[6]
+    hlen_size = 2 if major == 1 else 4
+    hlen = int.from_bytes(data[8:8 + hlen_size], "little")
+    header = ast.literal_eval(data[8 + hlen_size:8 + hlen_size + hlen].decode("latin1"))
+    if header["descr"] != "<i4" or header["fortran_order"]:
+        sys.exit(f"{path}: expected a C-order int32 array, got {header}")
+    shape = header["shape"]
+    body = data[8 + hlen_size + hlen:]
+    words = struct.unpack(f"<{len(body) // 4}i", body)
+    return shape, words
+
+
+def records(shape, words):
+    """{(cta, role): [(cycles, event, step, ns), ...]} in recording order."""
+    ctas, roles, slots, _ = shape
+    out = {}
+    for c in range(ctas):
+        for r in range(roles):
+            base = ((c * roles + r) * slots) * 4
+            recs = []
+            for i in range(slots):
+                lo, hi, es, ns = words[base + 4 * i:base + 4 * i + 4]
+                if lo == 0 and hi == 0 and es == 0:
+                    break
+                cycles = (hi & 0xFFFFFFFF) << 32 | (lo & 0xFFFFFFFF)
+                es &= 0xFFFFFFFF
+                recs.append((cycles, es & 0xFF, es >> 8, ns & 0xFFFFFFFF))
+            if recs:
+                out[(c, r)] = recs
+    return out
+
+
+def median(v):
+    return statistics.median(v) if v else float("nan")
+
+
+def analyse_consumer(recs):
+    """Per-step phase durations and per-tile boundary costs of one consumer warpgroup."""
+    at = {}  # (event, step) -> cycles (the first record of that pair)
+    tile_starts = []
+    for cyc, ev, step, _ in recs:
+        at.setdefault((ev, step), cyc)
+        if ev == TILE_START:
+            tile_starts.append((step, cyc))
+    phases = {name: [] for name, *_ in PHASES}
+    step_totals, tiles = [], []
+    for t, (s0, t0) in enumerate(tile_starts):
+        s_end = tile_starts[t + 1][0] if t + 1 < len(tile_starts) else None
+        steps = []
+        s = s0
+        while (DQ_HANDED, s) in at and (s_end is None or s < s_end):
+            steps.append(s)
+            s += 1
+        if not steps:
+            continue
+        for s in steps:
+            prev = at[(DQ_HANDED, s - 1)] if s > s0 else t0
+            for name, a, b, _ in PHASES:
+                start = prev if a is None else at.get((a, s))
+                end = at.get((b, s))
+                if start is not None and end is not None:
+                    phases[name].append(end - start)
+            if s > s0:
+                step_totals.append(at[(DQ_HANDED, s)] - at[(DQ_HANDED, s - 1)])
+        last = steps[-1]
+        tile = {"steps": len(steps), "first_step": t0, "last_handed": at[(DQ_HANDED, last)]}
+        if (LAST_DQ, last) in at:
+            tile["tail"] = at[(LAST_DQ, last)] - at[(DQ_HANDED, last)]
+        if (EPI_END, last) in at:
+            tile["epilogue"] = at[(EPI_END, last)] - at.get((LAST_DQ, last), at[(DQ_HANDED, last)])
+            if t + 1 < len(tile_starts):
+                tile["next_kv_wait"] = tile_starts[t + 1][1] - at[(EPI_END, last)]
+        if t + 1 < len(tile_starts):
+            tile["time"] = tile_starts[t + 1][1] - t0
+        # The first step of a tile runs without a deferred dQ job: its own phases are in `phases`.
+        tile["first_step_time"] = at[(DQ_HANDED, s0)] - t0
+        tiles.append(tile)
+    return phases, step_totals, tiles
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("trace", help=".npy written by the sm90-bwd-trace variant")
+    ap.add_argument("--json", help="write the summary here as well")
+    args = ap.parse_args()
+    shape, words = read_npy_int32(args.trace)
+    recs = records(shape, words)
+    if not recs:
+        sys.exit("no records: was the trace variant run on a problem with work?")
+
+    # Clock rate from the consumers' own pairs of (cycles, ns): the SM cycle counter over the
+    # global timer, first to last record of each recorder.
+    rates = []
+    for rs in recs.values():
+        if len(rs) > 1 and rs[-1][3] != rs[0][3]:
+            rates.append((rs[-1][0] - rs[0][0]) / ((rs[-1][3] - rs[0][3]) & 0xFFFFFFFF))
+    ghz = median(rates)
+
+    phases = {name: [] for name, *_ in PHASES}
+    steps, tiles = [], []
+    for (cta, role), rs in sorted(recs.items()):
+        if role > 1:
+            continue
+        p, s, t = analyse_consumer(rs)
+        for k, v in p.items():
+            phases[k] += v
+        steps += s
+        tiles += t
+    # Producer: K / V issued -> the consumers' tile start (same SM, same clock).
+    kv_lag = []
+    for (cta, role), rs in recs.items():
+        if role != 2:
+            continue
+        starts = {st: c for c, ev, st, _ in recs.get((cta, 0), []) if ev == TILE_START}
+        for c, ev, st, _ in rs:
+            if ev == LOAD_KV and st in starts:
+                kv_lag.append(starts[st] - c)
+
+    step_med = median(steps)
+    full = [t for t in tiles if "time" in t]
+    summary = {
+        "trace": args.trace,
+        "sm_ghz": round(ghz, 3),
+        "recorders": len(recs),
+        "steps_measured": len(steps),
+        "tiles_measured": len(full),
+        "step_cycles_median": step_med,
+        "phases_cycles_median": {k: median(v) for k, v in phases.items()},
+        "tile": {
+            "steps_median": median([t["steps"] for t in full]),
+            "time_cycles_median": median([t["time"] for t in full]),
+            "first_step_cycles_median": median([t["first_step_time"] for t in tiles]),
+            "tail_cycles_median": median([t["tail"] for t in tiles if "tail" in t]),
+            "epilogue_cycles_median": median([t["epilogue"] for t in tiles if "epilogue" in t]),
+            "next_kv_wait_cycles_median": median([t["next_kv_wait"] for t in tiles if "next_kv_wait" in t]),
+            "beyond_steps_cycles_median": median([t["time"] - t["steps"] * step_med for t in full]),
+        },
+        "kv_issue_to_tile_start_cycles_median": median(kv_lag),
+    }
+
+    us = lambda c: c / ghz / 1e3 if ghz == ghz and ghz > 0 else float("nan")
+    print(f"{args.trace}: {len(recs)} recorders, {len(steps)} steps, {len(full)} whole tiles, SM clock {ghz:.3f} GHz")
+    print(f"step (hand-over to hand-over), median: {step_med:.0f} cycles = {us(step_med):.2f} us")
+    print("phases of a step (median cycles; they add up to a step only roughly, each is its own median):")
+    for name, _, _, what in PHASES:
+        v = summary["phases_cycles_median"][name]
+        print(f"  {name:18s} {v:8.0f}   {what}")
+    t = summary["tile"]
+    print(f"work tile: {t['steps_median']:.0f} steps, {t['time_cycles_median']:.0f} cycles "
+          f"({us(t['time_cycles_median']):.2f} us); beyond its steps {t['beyond_steps_cycles_median']:.0f} cycles "
+          f"= {t['beyond_steps_cycles_median'] / step_med:.2f} steps")
+    print(f"  first step {t['first_step_cycles_median']:.0f}, tail (deferred last dQ job) {t['tail_cycles_median']:.0f}, "
+          f"dK/dV epilogue {t['epilogue_cycles_median']:.0f}, then waiting for the next K/V {t['next_kv_wait_cycles_median']:.0f}")
+    print(f"producer: K/V issued -> tile start {summary['kv_issue_to_tile_start_cycles_median']:.0f} cycles")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
