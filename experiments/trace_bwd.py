@@ -14,6 +14,7 @@ Pure Python: reads the int32 .npy itself.
 import argparse
 import ast
 import json
+import os
 import statistics
 import struct
 import sys
@@ -160,7 +161,7 @@ def main():
     step_med = median(steps)
     full = [t for t in tiles if "time" in t]
     summary = {
-        "trace": args.trace,
+        "trace": os.path.basename(args.trace),
         "sm_ghz": round(ghz, 3),
         "recorders": len(recs),
         "steps_measured": len(steps),
