@@ -62,14 +62,17 @@ __device__ __forceinline__ void copy_staged_rows(unsigned staging, unsigned shor
 // `first_row` of the tensor map's row dimension (head `head`); `rows` points at its element (0, 0)
 // for the threads' copy of a partial block. `tid` is 0..127 in the warpgroup, `bar` a named barrier
 // of the warpgroup's. Thread 0 issues the TMA stores; the buffer is free again once it has waited
-// for them (cp.async.bulk.wait_group.read), which the next call does first. Before the CTA exits,
-// thread 0 must wait for the stores to complete (ptx::bulk_wait_group<0>).
+// for them (cp.async.bulk.wait_group.read), which the next call does first. A caller staging into
+// a buffer no earlier store of thread 0 reads passes wait_for_stores = false, so that this block's
+// staging does not wait for the previous one's store. Before the CTA exits, thread 0 must wait for
+// the stores to complete (ptx::bulk_wait_group<0>).
 template <int DTYPE, int D>
 __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsigned staging, const ptx::TensorMap* map,
                                                 int head, int first_row, unsigned short* rows, int row_stride,
-                                                int rows_valid, float scale, const FragThread& f, int tid, int bar) {
+                                                int rows_valid, float scale, const FragThread& f, int tid, int bar,
+                                                bool wait_for_stores = true) {
   // The previous block's TMA stores must have read the buffer: their issuer waits, then everyone.
-  if (tid == 0) ptx::bulk_wait_group_read<0>();
+  if (tid == 0 && wait_for_stores) ptx::bulk_wait_group_read<0>();
   ptx::named_barrier_sync(bar, 128);
   stage_block<DTYPE, D>(acc, staging, scale, f);
   if (rows_valid >= 64) {
