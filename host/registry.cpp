@@ -35,6 +35,15 @@ const Ablation kAblations[] = {
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
 };
 
+// `name` is `prefix` followed by 1..max_digits decimal digits: their value in *n.
+bool numbered_variant(const std::string& name, const std::string& prefix, size_t max_digits, int* n) {
+  if (name.compare(0, prefix.size(), prefix) != 0 || name.size() <= prefix.size() ||
+      name.size() > prefix.size() + max_digits || name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+    return false;
+  *n = std::stoi(name.substr(prefix.size()));
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
@@ -59,18 +68,13 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "unordered-dq";
     return make_sm90_kernel(o);
   }
+  int n = 0;
   // sm90-act-mixN: fast_gelu with N sixteenths of its elements on the FMA pipe (act_mix.h).
-  const std::string mix_prefix = "sm90-act-mix";
-  if (name.compare(0, mix_prefix.size(), mix_prefix) == 0 && name.size() > mix_prefix.size() &&
-      name.size() <= mix_prefix.size() + 2 &&
-      name.find_first_not_of("0123456789", mix_prefix.size()) == std::string::npos) {
-    const int n = std::stoi(name.substr(mix_prefix.size()));
-    if (n <= sm90::kActMixMax) {
-      Sm90Options o;
-      o.act_mix = n;
-      o.label = name.substr(5);
-      return make_sm90_kernel(o);
-    }
+  if (numbered_variant(name, "sm90-act-mix", 2, &n) && n <= sm90::kActMixMax) {
+    Sm90Options o;
+    o.act_mix = n;
+    o.label = name.substr(5);
+    return make_sm90_kernel(o);
   }
   if (name == "sm90-bwd-trace") {  // backward profiling: event timestamps (kernels/sm90/bwd_trace.cuh)
     Sm90Options o;
@@ -81,17 +85,11 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
   // given instead of the defaults and the problem rules: for experiments outside the rules' range.
-  const std::string flags_prefix = "sm90-bwd-flags";
-  if (name.compare(0, flags_prefix.size(), flags_prefix) == 0 && name.size() > flags_prefix.size() &&
-      name.size() <= flags_prefix.size() + 3 &&
-      name.find_first_not_of("0123456789", flags_prefix.size()) == std::string::npos) {
-    const int flags = std::stoi(name.substr(flags_prefix.size()));
-    if (flags <= sm90::kBwdAllFlags) {
-      Sm90Options o;
-      o.bwd_flags = flags;
-      o.label = name.substr(5);
-      return make_sm90_kernel(o);
-    }
+  if (numbered_variant(name, "sm90-bwd-flags", 3, &n) && n <= sm90::kBwdAllFlags) {
+    Sm90Options o;
+    o.bwd_flags = n;
+    o.label = name.substr(5);
+    return make_sm90_kernel(o);
   }
   for (const Ablation& a : kAblations) {
     if (name == a.name) {

@@ -423,4 +423,9 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   CHECK(bwd_name("sm90-bwd-flags125") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
   CHECK_THROWS(make_kernel("sm90-bwd-flags256"));
   CHECK_THROWS(make_kernel("sm90-bwd-flags"));
+  CHECK_THROWS(make_kernel("sm90-bwd-flags0x1"));
+  // The other numbered family, parsed the same way.
+  CHECK(make_kernel("sm90-act-mix4")->name().find("act-mix4") != std::string::npos);
+  CHECK_THROWS(make_kernel("sm90-act-mix17"));
+  CHECK_THROWS(make_kernel("sm90-act-mix123"));
 }
