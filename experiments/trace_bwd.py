@@ -21,6 +21,7 @@ import sys
 
 # kernels/sm90/bwd_config.h BwdTraceEvent
 TILE_START, QDO_READY, TURN_A, A_DONE, DS_PUBLISHED, TURN_B, B_DONE, DQ_HANDED, LAST_DQ, EPI_END = range(1, 11)
+DQ_BUFFER_FREE, PARTIAL_IN, ACT_COMPUTED = 11, 12, 13
 LOAD_KV, LOAD_QDO = 32, 33
 
 # The phases of one step: (name, from-event, to-event, what the interval is).
@@ -32,6 +33,15 @@ PHASES = (
     ("wait dS + turn B", DS_PUBLISHED, TURN_B, "the dQ job's dS^T halves, then the turn"),
     ("dV + dK + dQ", TURN_B, B_DONE, "issue to completion"),
     ("hand dQ over", B_DONE, DQ_HANDED, "staging buffer free, partial sum / partner's part, staging"),
+)
+# The activation and the hand-over in parts (jobs that have each event; a pair's rank 0 has no
+# PARTIAL_IN).
+HANDOVER = (
+    ("  P^T, dS^T math", A_DONE, ACT_COMPUTED, "the activation, its derivative and the mask"),
+    ("  dS^T buffer+store", ACT_COMPUTED, DS_PUBLISHED, "wait for a free dS^T buffer, store our half"),
+    ("  buffer free", B_DONE, DQ_BUFFER_FREE, "dS buffer given back, then the writer's read of our previous job"),
+    ("  earlier part in", DQ_BUFFER_FREE, PARTIAL_IN, "finished jobs: the header, the partial sum (pair: the partner's copy)"),
+    ("  add + stage", PARTIAL_IN, DQ_HANDED, "finished jobs: add, barrier, staging"),
 )
 
 
@@ -84,7 +94,7 @@ def analyse_consumer(recs):
         at.setdefault((ev, step), cyc)
         if ev == TILE_START:
             tile_starts.append((step, cyc))
-    phases = {name: [] for name, *_ in PHASES}
+    phases = {name: [] for name, *_ in PHASES + HANDOVER}
     step_totals, tiles = [], []
     for t, (s0, t0) in enumerate(tile_starts):
         s_end = tile_starts[t + 1][0] if t + 1 < len(tile_starts) else None
@@ -97,7 +107,7 @@ def analyse_consumer(recs):
             continue
         for s in steps:
             prev = at[(DQ_HANDED, s - 1)] if s > s0 else t0
-            for name, a, b, _ in PHASES:
+            for name, a, b, _ in PHASES + HANDOVER:
                 start = prev if a is None else at.get((a, s))
                 end = at.get((b, s))
                 if start is not None and end is not None:
@@ -138,8 +148,9 @@ def main():
             rates.append((rs[-1][0] - rs[0][0]) / ((rs[-1][3] - rs[0][3]) & 0xFFFFFFFF))
     ghz = median(rates)
 
-    phases = {name: [] for name, *_ in PHASES}
+    phases = {name: [] for name, *_ in PHASES + HANDOVER}
     steps, tiles = [], []
+    by_parity = {0: [], 1: []}  # cluster pairs: even CTAs are rank 0, odd ones rank 1
     for (cta, role), rs in sorted(recs.items()):
         if role > 1:
             continue
@@ -148,6 +159,7 @@ def main():
             phases[k] += v
         steps += s
         tiles += t
+        by_parity[cta % 2].append((p, s))
     # Producer: K / V issued -> the consumers' tile start (same SM, same clock).
     kv_lag = []
     for (cta, role), rs in recs.items():
@@ -178,15 +190,30 @@ def main():
             "beyond_steps_cycles_median": median([t["time"] - t["steps"] * step_med for t in full]),
         },
         "kv_issue_to_tile_start_cycles_median": median(kv_lag),
+        # Even and odd CTAs apart: a pair's rank 0 and rank 1 (other launches: two halves alike).
+        "by_cta_parity": {
+            str(par): {
+                "step_cycles_median": median([x for _, s in runs for x in s]),
+                "phases_cycles_median": {k: median([x for p, _ in runs for x in p[k]]) for k in phases},
+            }
+            for par, runs in by_parity.items() if runs
+        },
     }
 
     us = lambda c: c / ghz / 1e3 if ghz == ghz and ghz > 0 else float("nan")
     print(f"{args.trace}: {len(recs)} recorders, {len(steps)} steps, {len(full)} whole tiles, SM clock {ghz:.3f} GHz")
     print(f"step (hand-over to hand-over), median: {step_med:.0f} cycles = {us(step_med):.2f} us")
     print("phases of a step (median cycles; they add up to a step only roughly, each is its own median):")
-    for name, _, _, what in PHASES:
+    for name, _, _, what in PHASES + HANDOVER:
         v = summary["phases_cycles_median"][name]
-        print(f"  {name:18s} {v:8.0f}   {what}")
+        print(f"  {name:20s} {v:8.0f}   {what}")
+    for par, d in summary["by_cta_parity"].items():
+        ph = d["phases_cycles_median"]
+        print(f"  CTAs {'even' if par == '0' else 'odd '}: step {d['step_cycles_median']:.0f}; activation "
+              f"{ph['activation']:.0f} = math {ph['  P^T, dS^T math']:.0f} + dS^T buffer/store "
+              f"{ph['  dS^T buffer+store']:.0f}; hand-over {ph['hand dQ over']:.0f} = buffer free "
+              f"{ph['  buffer free']:.0f} + earlier part {ph['  earlier part in']:.0f} + add/stage "
+              f"{ph['  add + stage']:.0f}")
     t = summary["tile"]
     print(f"work tile: {t['steps_median']:.0f} steps, {t['time_cycles_median']:.0f} cycles "
           f"({us(t['time_cycles_median']):.2f} us); beyond its steps {t['beyond_steps_cycles_median']:.0f} cycles "

@@ -162,6 +162,9 @@ enum BwdTraceEvent : unsigned {
   kTrDqHanded,       // the dQ job handed to the writer (or finished)
   kTrLastDqHanded,   // the tile's deferred last dQ job handed over (once per tile)
   kTrEpilogueEnd,    // dK and dV staged and their TMA stores issued (once per tile)
+  kTrDqBufferFree,   // in the hand-over: the writer has read our previous job (dq_empty)
+  kTrPartialIn,      // in the hand-over of a finished job: the earlier part is in (pair: the copy)
+  kTrActComputed,    // P^T and dS^T computed (and masked), before the wait for a dS^T buffer
   // Producer (role 2).
   kTrLoadKv = 32,  // K and V of a tile issued (their slots were free)
   kTrLoadQdo,      // Q and dO of a step issued (their ring slot was free)

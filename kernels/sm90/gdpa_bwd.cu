@@ -713,10 +713,11 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // every job). The rank-0 CTA's part arrives in the partial buffer on pair_full[cw] (one copy per
 // job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
 // hears it on its pair_empty[cw].
-template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, class HeaderFn>
+// `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
+template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
                                               unsigned char* smem, const GdpaParams& p, const FragThread& f,
-                                              HeaderFn header) {
+                                              HeaderFn header, Tracer& trace, int step) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   __syncwarp();
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
@@ -724,6 +725,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
   const unsigned k = unsigned(dq_job_index<D>(j));
   // Not our first job: the writer must have read the previous one.
   if (j > bwd_first_job<D>(cw)) ptx::mbarrier_wait(&bars->dq_empty[cw], (k - 1) & 1u);
+  trace(kTrDqBufferFree, step);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
   const unsigned staging = ptx::smem_addr(smem) + plan.dq_off + cw * kBwdDqJobBytes;
   const int bar = kBwdBarEpilogueBase + cw;
@@ -742,6 +744,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
     if (h.flags & kDqJobLast) {
       if (h.flags & kDqJobPartial) {
         if (PAIR) ptx::mbarrier_wait_cluster(&bars->pair_full[cw], k & 1u);
+        trace(kTrPartialIn, step);
         const unsigned partial = ptx::smem_addr(smem) + plan.partial_off + cw * kBwdDqJobBytes;
 #pragma unroll
         for (int q = 0; q < 8; ++q) {  // float4 [q][tid] = our registers 4q..4q+3 (dq_frag_index)
@@ -982,6 +985,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         if (bwd_block_needs_mask<MASK>(key0, query0, len_q, len_k, p))
           mask_p_ds<MASK>(pk, dsk, f, key0, query0, MaskBounds{len_q, len_k, p.window_left, p.window_right});
       }
+      trace(kTrActComputed, step);
 
       // 5: publish our half of dS^T(step).
       {
@@ -1022,7 +1026,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       consumer_release(bars->qdo[qs]);
       if (kHasDq)
         bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
-                                         [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
+                                         [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
       trace(kTrDqHanded, step);
     };
     // K and V of the tile (the first step needs both at once; the producer loads them right after
@@ -1048,7 +1052,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         ptx::fence_operand(dq);
       }
       bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
-                                       [&] { return job_header(ls - 1, chunk); });
+                                       [&] { return job_header(ls - 1, chunk); }, trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
