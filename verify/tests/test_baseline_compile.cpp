@@ -218,16 +218,21 @@ TEST_CASE("bench refuses timings faster than the set's physical limit") {
 }
 
 TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
-  // The sm90 backward's in-kernel dQ finish depends on the problem (bwd_config.h
-  // kBwdDqFinishMaxMeanLenK): the JSON must say which variant each set ran.
+  // The sm90 backward's in-kernel dQ finish and its cluster pairs depend on the problem
+  // (bwd_config.h kBwdDqFinishMaxMeanLenK, kBwdPairMinMeanLenQ): the JSON must say which variant
+  // each set ran.
   auto k = make_kernel("sm90");
-  ProblemDesc p = bench_problem(seed_bench_sets()[0], 1, default_bench_base());  // self s = 1, L = 256
+  ProblemDesc p = bench_problem(seed_bench_sets()[4], 1, default_bench_base());  // self s = 0.5, L = 256
   const std::vector<std::string> fwd = row_variants(*k, p, false), bwd = row_variants(*k, p, true);
   REQUIRE(fwd.size() == 1);
   CHECK(fwd[0].find("gdpa_fwd<") != std::string::npos);
   REQUIRE(bwd.size() == 2);  // the backward and its dQ pass, not the forward again
   CHECK(bwd[0].find("gdpa_bwd<0,128,3,0,95>") != std::string::npos);
   CHECK(bwd[1].find("gdpa_bwd_dq_convert<0,128,true>") != std::string::npos);
+  p = bench_problem(seed_bench_sets()[0], 1, default_bench_base());  // self s = 1, L = 256: cluster pairs
+  const std::vector<std::string> pair = row_variants(*k, p, true);
+  REQUIRE(pair.size() == 1);  // no dQ pass
+  CHECK(pair[0].find("gdpa_bwd<0,128,3,0,127>") != std::string::npos);
   p = bench_problem(seed_bench_sets()[3], 1, default_bench_base());  // self s = 1, L = 2048: no finish
   CHECK(row_variants(*k, p, true)[0].find("gdpa_bwd<0,128,3,0,23>") != std::string::npos);
   BenchRow r;
