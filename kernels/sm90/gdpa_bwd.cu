@@ -219,9 +219,8 @@ struct BwdBarriers {
   unsigned long long dq_partial[kBwdConsumerWarpgroups];
   // kBwdPair: the partner CTA's part of a chunk consumer cw finishes lands in partial buffer cw and
   // completes pair_full[cw] (the partner's writer arrives with the byte count, its bulk copy brings
-  // the bytes); each warp of the partner's consumer cw arrives on our pair_empty[cw] once it has
-  // read the part our writer copied to it, so that our staging buffer and its partial buffer may
-  // be rewritten.
+  // the bytes); consumer cw of the partner arrives on our pair_empty[cw] once it has read the part
+  // our writer copied to it, so that our staging buffer and its partial buffer may be rewritten.
   unsigned long long pair_full[kBwdConsumerWarpgroups];
   unsigned long long pair_empty[kBwdConsumerWarpgroups];
   DqJobHeader dq_job[kBwdConsumerWarpgroups][2];
@@ -760,13 +759,9 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
         ptx::fence_proxy_async_smem();
       }
       if constexpr (PAIR) {
-        // The warp's threads have read the partner's part (and fenced the reads against the async
-        // proxy): one remote arrival per warp, as the rings' empty barriers take, so no warp waits
-        // for the others here (trace: a warpgroup barrier at this point cost rank 1 about 0.8k
-        // cycles a step, the warps' skew).
-        __syncwarp();
-        if (ptx::lane_id() == 0)
-          ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
+        // Every thread has read the partner's part (and fenced the reads against the async proxy).
+        ptx::named_barrier_sync(bar, 128);
+        if (tid == 0) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
       }
       stage_block<DTYPE, kBwdDqCols>(dq, staging, p.logit_scale * p.out_scale, f);
       if (TMA && (h.flags & kDqJobTmaStore)) {
@@ -1152,7 +1147,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(&bars->dq_partial[c], 1);  // the writer's leader lane (+ the TMA bytes)
       if constexpr ((FLAGS & kBwdPair) != 0) {
         ptx::mbarrier_init(&bars->pair_full[c], 1);   // the partner's writer (+ its copy's bytes)
-        ptx::mbarrier_init(&bars->pair_empty[c], 4);  // each warp of the partner's consumer c
+        ptx::mbarrier_init(&bars->pair_empty[c], 1);  // thread 0 of the partner's consumer c
       }
     }
     ptx::fence_mbarrier_init();
