@@ -40,7 +40,8 @@ HANDOVER = (
     ("  P^T, dS^T math", A_DONE, ACT_COMPUTED, "the activation, its derivative and the mask"),
     ("  dS^T buffer+store", ACT_COMPUTED, DS_PUBLISHED, "wait for a free dS^T buffer, store our half"),
     ("  buffer free", B_DONE, DQ_BUFFER_FREE, "dS buffer given back, then the writer's read of our previous job"),
-    ("  earlier part in", DQ_BUFFER_FREE, PARTIAL_IN, "finished jobs: the header, the partial sum (pair: the partner's copy)"),
+    ("  earlier part in", DQ_BUFFER_FREE, PARTIAL_IN,
+     "finished jobs: the header, the partial sum (pair: the partner's copy)"),
     ("  add + stage", PARTIAL_IN, DQ_HANDED, "finished jobs: add, barrier, staging"),
 )
 
@@ -215,11 +216,13 @@ def main():
               f"{ph['  buffer free']:.0f} + earlier part {ph['  earlier part in']:.0f} + add/stage "
               f"{ph['  add + stage']:.0f}")
     t = summary["tile"]
+    beyond = t["beyond_steps_cycles_median"]
     print(f"work tile: {t['steps_median']:.0f} steps, {t['time_cycles_median']:.0f} cycles "
-          f"({us(t['time_cycles_median']):.2f} us); beyond its steps {t['beyond_steps_cycles_median']:.0f} cycles "
-          f"= {t['beyond_steps_cycles_median'] / step_med:.2f} steps")
-    print(f"  first step {t['first_step_cycles_median']:.0f}, tail (deferred last dQ job) {t['tail_cycles_median']:.0f}, "
-          f"dK/dV epilogue {t['epilogue_cycles_median']:.0f}, then waiting for the next K/V {t['next_kv_wait_cycles_median']:.0f}")
+          f"({us(t['time_cycles_median']):.2f} us); beyond its steps {beyond:.0f} cycles "
+          f"= {beyond / step_med:.2f} steps")
+    print(f"  first step {t['first_step_cycles_median']:.0f}, tail (deferred last dQ job) "
+          f"{t['tail_cycles_median']:.0f}, dK/dV epilogue {t['epilogue_cycles_median']:.0f}, "
+          f"then waiting for the next K/V {t['next_kv_wait_cycles_median']:.0f}")
     print(f"producer: K/V issued -> tile start {summary['kv_issue_to_tile_start_cycles_median']:.0f} cycles")
     if args.json:
         with open(args.json, "w") as f:

@@ -101,7 +101,9 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
       return make_sm90_kernel(o);
     }
   }
-  throw std::runtime_error("unknown kernel '" + name + "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, sm90-bwd-flags0..255, sm90-bwd-trace)");
+  throw std::runtime_error("unknown kernel '" + name +
+                           "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
+                           "sm90-bwd-flags0..255, sm90-bwd-trace)");
 }
 
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }

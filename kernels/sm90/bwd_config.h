@@ -194,7 +194,9 @@ struct BwdTraceRecord {
 //               a work tile it also stages the warpgroup's dV and dK blocks for their TMA stores,
 //               epilogue.cuh)
 //   dQ partial  one 16 KB buffer per consumer warpgroup: the accumulator's partial sum of a block
-//               the warpgroup finishes (kBwdDqFinish). At D = 128 this uses up the 227 KB.
+//               the warpgroup finishes (kBwdDqFinish; with kBwdPair: the partner's part), and at a
+//               work tile's end, where nothing else needs it, the staged dV block for its TMA
+//               store (gdpa_bwd.cu, the epilogue). At D = 128 this uses up the 227 KB.
 struct BwdSmemPlan {
   int kv_bytes, q_bytes, ds_bytes;
   int k_off, v_off, q_off, do_off, ds_off, dq_off, partial_off, bar_off, total;

@@ -2,10 +2,11 @@
 //
 // Where a step's time goes cannot be read off ncu's averages: the short sets spend it at the tile
 // boundary, which a sampling profiler smears over the whole kernel. With kBwdTrace one thread of
-// each consumer warpgroup and the producer of the first kBwdTraceCtas CTAs writes (SM cycle counter, event, step, global ns) at
-// fixed points of its loop; experiments/trace_bwd.py turns that into per-step phase times and the
-// cost of a tile boundary. Without the flag the tracer is an empty object and compiles away. The
-// events and the record layout, which the host reads back, are in bwd_config.h.
+// each consumer warpgroup and the producer of the first kBwdTraceCtas CTAs writes (SM cycle
+// counter, event, step, global ns) at fixed points of its loop; experiments/trace_bwd.py turns that
+// into per-step phase times and the cost of a tile boundary. Without the flag the tracer is an
+// empty object and compiles away. The events and the record layout, which the host reads back, are
+// in bwd_config.h.
 #pragma once
 #include "../common/params.h"
 #include "../../ptx/common.cuh"
@@ -34,9 +35,11 @@ struct BwdTracer<true> {
     const int n = state & 0xFFFF;
     if (state >= 0 && n < kBwdTraceSlots) {
       const int role = state >> 16;
-      BwdTraceRecord* out = static_cast<BwdTraceRecord*>(p.trace) + (blockIdx.x * kBwdTraceRoles + role) * kBwdTraceSlots;
+      BwdTraceRecord* out =
+          static_cast<BwdTraceRecord*>(p.trace) + (blockIdx.x * kBwdTraceRoles + role) * kBwdTraceSlots;
       const unsigned long long c = clock64();
-      out[n] = BwdTraceRecord{unsigned(c), unsigned(c >> 32), event | unsigned(step) << 8, unsigned(ptx::global_timer_ns())};
+      const unsigned ns = unsigned(ptx::global_timer_ns());
+      out[n] = BwdTraceRecord{unsigned(c), unsigned(c >> 32), event | unsigned(step) << 8, ns};
       ++state;
     }
   }
