@@ -714,12 +714,10 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
 // hears it on its pair_empty[cw].
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
-// `hold_partial` (PAIR): keep the partner's part's buffer after reading it, for the tile's epilogue
-// to stage dV in; the epilogue then gives it back (pair_empty) instead of this call.
 template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
                                               unsigned char* smem, const GdpaParams& p, const FragThread& f,
-                                              HeaderFn header, Tracer& trace, int step, bool hold_partial = false) {
+                                              HeaderFn header, Tracer& trace, int step) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   __syncwarp();
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
@@ -763,8 +761,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       if constexpr (PAIR) {
         // Every thread has read the partner's part (and fenced the reads against the async proxy).
         ptx::named_barrier_sync(bar, 128);
-        if (tid == 0 && !hold_partial)
-          ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
+        if (tid == 0) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
       }
       stage_block<DTYPE, kBwdDqCols>(dq, staging, p.logit_scale * p.out_scale, f);
       if (TMA && (h.flags & kDqJobTmaStore)) {
@@ -846,9 +843,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kPingpong = (FLAGS & kBwdPingpong) != 0;
   constexpr bool kPair = (FLAGS & kBwdPair) != 0;
   constexpr bool kTmaStore = (FLAGS & kBwdDqTmaStore) != 0;
-  // Pairs at D = 128 with the deferred dQ: each consumer's last job of a tile is the tile's deferred
-  // one, so rank 1 can keep that job's partial buffer through the epilogue (see there).
-  constexpr bool kHoldLastPartial = kPair && kDefer && D / kBwdDqCols == 2;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
@@ -1058,8 +1052,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         ptx::fence_operand(dq);
       }
       bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
-                                       [&] { return job_header(ls - 1, chunk); }, trace, step - 1,
-                                       kHoldLastPartial);
+                                       [&] { return job_header(ls - 1, chunk); }, trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
@@ -1074,16 +1067,14 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // accumulator in KV order, the epilogue spent 6.6-6.9k cycles, over a step, mostly waiting for
     // the writer.) The partial buffer is free then: without kBwdDqFinish nothing uses it; with it,
     // the next partial sum is loaded into it only after our next announcement, which follows the
-    // final wait below; in a pair, rank 0 receives nothing, and rank 1 (kHoldLastPartial) gives the
-    // buffer back to the partner only after this epilogue, so the partner's next part cannot land
-    // in it before dV's store has read it. (Otherwise, at D = 64 where the consumers' jobs
-    // alternate, rank 1 keeps the staging buffer for both.)
+    // final wait below; in a pair, rank 0 receives nothing. Rank 1's receives the partner's next
+    // part as soon as it has read this tile's last one, so rank 1 keeps the staging buffer for both.
     const int4 w = reinterpret_cast<const int4*>(p.tiles)[it];  // {batch, KV head, KV tile, work}
     const int n0 = ts.n0, rows_valid = ts.len_k - n0 - 64 * cw;
     const int k_row = p.cu_seqlens_k[w.x] + n0;
     const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
     const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
-    const bool spare = !kPair || kHoldLastPartial || ptx::cluster_ctarank() == 0;
+    const bool spare = !kPair || ptx::cluster_ctarank() == 0;
     if (!spare) bwd_wait_staging_idle<D>(bars, cw, step);
     store_block_tma<DTYPE, D>(dv, spare ? base + plan.partial_off + cw * kBwdDqJobBytes : stage, tm_dv, w.y,
                               k_row + 64 * cw, out_rows(p.dv, k_row, w.y), int(k_stride), rows_valid,
@@ -1095,8 +1086,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // partial sum overwrites them.
     if (tid == 0) ptx::bulk_wait_group_read<0>();
     ptx::named_barrier_sync(bar, 128);
-    if (kHoldLastPartial && tid == 0 && ptx::cluster_ctarank() == 1)  // the held partner's buffer
-      ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
     trace(kTrEpilogueEnd, step - 1);
   }
   // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
