@@ -15,14 +15,41 @@ import argparse
 import ast
 import json
 import os
+import re
 import statistics
 import struct
 import sys
 
-# kernels/sm90/bwd_config.h BwdTraceEvent
-TILE_START, QDO_READY, TURN_A, A_DONE, DS_PUBLISHED, TURN_B, B_DONE, DQ_HANDED, LAST_DQ, EPI_END = range(1, 11)
-DQ_BUFFER_FREE, PARTIAL_IN, ACT_COMPUTED = 11, 12, 13
-LOAD_KV, LOAD_QDO = 32, 33
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = os.path.join(HERE, "..", "kernels", "sm90", "bwd_config.h")
+
+
+def trace_events(path=CONFIG):
+    """The values of enum BwdTraceEvent, read from the header the kernel is built from, so that the
+    numbers here cannot drift from the kernel's: {"kTrTileStart": 1, ...}."""
+    with open(path) as f:
+        text = f.read()
+    m = re.search(r"enum BwdTraceEvent[^{]*\{(.*?)\};", text, re.S)
+    if not m:
+        sys.exit(f"{path}: no enum BwdTraceEvent")
+    values, nxt = {}, 0
+    for line in m.group(1).splitlines():
+        line = line.split("//")[0].strip().rstrip(",")
+        if not line:
+            continue
+        name, _, value = line.partition("=")
+        nxt = int(value) if value.strip() else nxt
+        values[name.strip()] = nxt
+        nxt += 1
+    return values
+
+
+EV = trace_events()
+TILE_START, QDO_READY, TURN_A, A_DONE = EV["kTrTileStart"], EV["kTrQdoReady"], EV["kTrTurnA"], EV["kTrADone"]
+DS_PUBLISHED, TURN_B, B_DONE, DQ_HANDED = EV["kTrDsPublished"], EV["kTrTurnB"], EV["kTrBDone"], EV["kTrDqHanded"]
+LAST_DQ, EPI_END = EV["kTrLastDqHanded"], EV["kTrEpilogueEnd"]
+DQ_BUFFER_FREE, PARTIAL_IN, ACT_COMPUTED = EV["kTrDqBufferFree"], EV["kTrPartialIn"], EV["kTrActComputed"]
+LOAD_KV, LOAD_QDO = EV["kTrLoadKv"], EV["kTrLoadQdo"]
 
 # The phases of one step: (name, from-event, to-event, what the interval is).
 PHASES = (
