@@ -63,7 +63,7 @@ PHASES = (
 )
 # The activation and the hand-over in parts (jobs that have each event; a pair's rank 0 has no
 # PARTIAL_IN).
-HANDOVER = (
+SUBPHASES = (
     ("  P^T, dS^T math", A_DONE, ACT_COMPUTED, "the activation, its derivative and the mask"),
     ("  dS^T buffer+store", ACT_COMPUTED, DS_PUBLISHED, "wait for a free dS^T buffer, store our half"),
     ("  buffer free", B_DONE, DQ_BUFFER_FREE, "dS buffer given back, then the writer's read of our previous job"),
@@ -122,7 +122,7 @@ def analyse_consumer(recs):
         at.setdefault((ev, step), cyc)
         if ev == TILE_START:
             tile_starts.append((step, cyc))
-    phases = {name: [] for name, *_ in PHASES + HANDOVER}
+    phases = {name: [] for name, *_ in PHASES + SUBPHASES}
     step_totals, tiles = [], []
     for t, (s0, t0) in enumerate(tile_starts):
         s_end = tile_starts[t + 1][0] if t + 1 < len(tile_starts) else None
@@ -135,7 +135,7 @@ def analyse_consumer(recs):
             continue
         for s in steps:
             prev = at[(DQ_HANDED, s - 1)] if s > s0 else t0
-            for name, a, b, _ in PHASES + HANDOVER:
+            for name, a, b, _ in PHASES + SUBPHASES:
                 start = prev if a is None else at.get((a, s))
                 end = at.get((b, s))
                 if start is not None and end is not None:
@@ -176,7 +176,7 @@ def main():
             rates.append((rs[-1][0] - rs[0][0]) / ((rs[-1][3] - rs[0][3]) & 0xFFFFFFFF))
     ghz = median(rates)
 
-    phases = {name: [] for name, *_ in PHASES + HANDOVER}
+    phases = {name: [] for name, *_ in PHASES + SUBPHASES}
     steps, tiles = [], []
     by_parity = {0: [], 1: []}  # cluster pairs: even CTAs are rank 0, odd ones rank 1
     for (cta, role), rs in sorted(recs.items()):
@@ -232,7 +232,7 @@ def main():
     print(f"{args.trace}: {len(recs)} recorders, {len(steps)} steps, {len(full)} whole tiles, SM clock {ghz:.3f} GHz")
     print(f"step (hand-over to hand-over), median: {step_med:.0f} cycles = {us(step_med):.2f} us")
     print("phases of a step (median cycles; they add up to a step only roughly, each is its own median):")
-    for name, _, _, what in PHASES + HANDOVER:
+    for name, _, _, what in PHASES + SUBPHASES:
         v = summary["phases_cycles_median"][name]
         print(f"  {name:20s} {v:8.0f}   {what}")
     for par, d in summary["by_cta_parity"].items():
