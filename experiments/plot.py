@@ -399,6 +399,8 @@ ABLATIONS = (
              (("sm90-no-dq-pair", "parts through the fp32 accumulator (ordered finish)"),)),
     Ablation("dq-tma-store", "Backward: finished dQ blocks stored by the writer's TMA store (where dQ is finished in the kernel)",
              (("sm90-no-dq-tma-store", "rows copied by the finishing warpgroup's threads"),)),
+    Ablation("dq-first", "Backward: the dQ job first in its GEMM batch, handed over under dV and dK (default: ordered finish)",
+             (("sm90-no-dq-first", "dV and dK first, the hand-over after all three"),)),
 )
 
 

@@ -49,24 +49,29 @@ TILE_START, QDO_READY, TURN_A, A_DONE = EV["kTrTileStart"], EV["kTrQdoReady"], E
 DS_PUBLISHED, TURN_B, B_DONE, DQ_HANDED = EV["kTrDsPublished"], EV["kTrTurnB"], EV["kTrBDone"], EV["kTrDqHanded"]
 LAST_DQ, EPI_END = EV["kTrLastDqHanded"], EV["kTrEpilogueEnd"]
 DQ_BUFFER_FREE, PARTIAL_IN, ACT_COMPUTED = EV["kTrDqBufferFree"], EV["kTrPartialIn"], EV["kTrActComputed"]
+DQ_JOB_DONE = EV["kTrDqJobDone"]
 LOAD_KV, LOAD_QDO = EV["kTrLoadKv"], EV["kTrLoadQdo"]
 
-# The phases of one step: (name, from-event, to-event, what the interval is).
+# The phases of one step: (name, from-event, to-event, what the interval is). A from-event may be a
+# tuple of alternatives, the first one recorded counts. With kBwdDqFirst the dQ job completes before
+# dV and dK and is handed over while they run (DQ_JOB_DONE, then DQ_HANDED, then B_DONE); without
+# it the hand-over follows B_DONE. A step ends at the later of DQ_HANDED and B_DONE.
 PHASES = (
     ("wait Q/dO", None, QDO_READY, "from the previous step's hand-over (or the tile start) until Q and dO are in"),
     ("wait turn A", QDO_READY, TURN_A, "for the other warpgroup to pass the turn"),
     ("S^T + dP^T", TURN_A, A_DONE, "issue to completion, incl. queueing behind the other's GEMMs"),
     ("activation", A_DONE, DS_PUBLISHED, "P^T, dS^T, mask; dS^T half stored (incl. the wait for its buffer)"),
     ("wait dS + turn B", DS_PUBLISHED, TURN_B, "the dQ job's dS^T halves, then the turn"),
-    ("dV + dK + dQ", TURN_B, B_DONE, "issue to completion"),
-    ("hand dQ over", B_DONE, DQ_HANDED, "staging buffer free, partial sum / partner's part, staging"),
+    ("dV + dK + dQ", TURN_B, B_DONE, "issue to completion (dQ first: the hand-over runs inside)"),
+    ("hand dQ over", (DQ_JOB_DONE, B_DONE), DQ_HANDED, "staging buffer free, partial sum / partner's part, staging"),
+    ("dV + dK after it", DQ_HANDED, B_DONE, "dQ first only: the wait for dV and dK after the hand-over"),
 )
 # The activation and the hand-over in parts (jobs that have each event; a pair's rank 0 has no
 # PARTIAL_IN).
 SUBPHASES = (
     ("  P^T, dS^T math", A_DONE, ACT_COMPUTED, "the activation, its derivative and the mask"),
     ("  dS^T buffer+store", ACT_COMPUTED, DS_PUBLISHED, "wait for a free dS^T buffer, store our half"),
-    ("  buffer free", B_DONE, DQ_BUFFER_FREE, "dS buffer given back, then the writer's read of our previous job"),
+    ("  buffer free", (DQ_JOB_DONE, B_DONE), DQ_BUFFER_FREE, "dS buffer given back, then the writer's read of our previous job"),
     ("  earlier part in", DQ_BUFFER_FREE, PARTIAL_IN,
      "finished jobs: the header, the partial sum (pair: the partner's copy)"),
     ("  add + stage", PARTIAL_IN, DQ_HANDED, "finished jobs: add, barrier, staging"),
@@ -124,6 +129,16 @@ def analyse_consumer(recs):
             tile_starts.append((step, cyc))
     phases = {name: [] for name, *_ in PHASES + SUBPHASES}
     step_totals, tiles = [], []
+
+    def first_of(events, s):
+        for e in events if isinstance(events, tuple) else (events,):
+            if (e, s) in at:
+                return at[(e, s)]
+        return None
+
+    def step_end(s):
+        return max(at[(DQ_HANDED, s)], at.get((B_DONE, s), 0))
+
     for t, (s0, t0) in enumerate(tile_starts):
         s_end = tile_starts[t + 1][0] if t + 1 < len(tile_starts) else None
         steps = []
@@ -134,26 +149,26 @@ def analyse_consumer(recs):
         if not steps:
             continue
         for s in steps:
-            prev = at[(DQ_HANDED, s - 1)] if s > s0 else t0
+            prev = step_end(s - 1) if s > s0 else t0
             for name, a, b, _ in PHASES + SUBPHASES:
-                start = prev if a is None else at.get((a, s))
+                start = prev if a is None else first_of(a, s)
                 end = at.get((b, s))
-                if start is not None and end is not None:
+                if start is not None and end is not None and end >= start:
                     phases[name].append(end - start)
             if s > s0:
-                step_totals.append(at[(DQ_HANDED, s)] - at[(DQ_HANDED, s - 1)])
+                step_totals.append(step_end(s) - step_end(s - 1))
         last = steps[-1]
-        tile = {"steps": len(steps), "first_step": t0, "last_handed": at[(DQ_HANDED, last)]}
+        tile = {"steps": len(steps), "first_step": t0, "last_handed": step_end(last)}
         if (LAST_DQ, last) in at:
-            tile["tail"] = at[(LAST_DQ, last)] - at[(DQ_HANDED, last)]
+            tile["tail"] = at[(LAST_DQ, last)] - step_end(last)
         if (EPI_END, last) in at:
-            tile["epilogue"] = at[(EPI_END, last)] - at.get((LAST_DQ, last), at[(DQ_HANDED, last)])
+            tile["epilogue"] = at[(EPI_END, last)] - at.get((LAST_DQ, last), step_end(last))
             if t + 1 < len(tile_starts):
                 tile["next_kv_wait"] = tile_starts[t + 1][1] - at[(EPI_END, last)]
         if t + 1 < len(tile_starts):
             tile["time"] = tile_starts[t + 1][1] - t0
         # The first step of a tile runs without a deferred dQ job: its own phases are in `phases`.
-        tile["first_step_time"] = at[(DQ_HANDED, s0)] - t0
+        tile["first_step_time"] = step_end(s0) - t0
         tiles.append(tile)
     return phases, step_totals, tiles
 
@@ -230,7 +245,7 @@ def main():
 
     us = lambda c: c / ghz / 1e3 if ghz == ghz and ghz > 0 else float("nan")
     print(f"{args.trace}: {len(recs)} recorders, {len(steps)} steps, {len(full)} whole tiles, SM clock {ghz:.3f} GHz")
-    print(f"step (hand-over to hand-over), median: {step_med:.0f} cycles = {us(step_med):.2f} us")
+    print(f"step (end to end), median: {step_med:.0f} cycles = {us(step_med):.2f} us")
     print("phases of a step (median cycles; they add up to a step only roughly, each is its own median):")
     for name, _, _, what in PHASES + SUBPHASES:
         v = summary["phases_cycles_median"][name]

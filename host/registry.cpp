@@ -31,6 +31,7 @@ const Ablation kAblations[] = {
     {"sm90-no-dq-finish", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPair},
     {"sm90-no-dq-tma-store", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
+    {"sm90-no-dq-first", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
     {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
 };
@@ -76,18 +77,23 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
-  if (name == "sm90-bwd-trace") {  // backward profiling: event timestamps (kernels/sm90/bwd_trace.cuh)
-    Sm90Options o;
+  // Backward profiling (kernels/sm90/bwd_trace.cuh): the trace file is $GDPA_BWD_TRACE.
+  auto trace_path = [] {
     const char* path = std::getenv("GDPA_BWD_TRACE");
-    o.bwd_trace = path != nullptr && *path != '\0' ? path : "bwd-trace.npy";
+    return std::string(path != nullptr && *path != '\0' ? path : "bwd-trace.npy");
+  };
+  if (name == "sm90-bwd-trace") {  // the default kernel, traced
+    Sm90Options o;
+    o.bwd_trace = trace_path();
     o.label = "bwd-trace";
     return make_sm90_kernel(o);
   }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
   // given instead of the defaults and the problem rules: for experiments outside the rules' range.
-  if (numbered_variant(name, "sm90-bwd-flags", 3, &n) && n <= sm90::kBwdAllFlags) {
+  if (numbered_variant(name, "sm90-bwd-flags", 5, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
     Sm90Options o;
     o.bwd_flags = n;
+    if (n & sm90::kBwdTrace) o.bwd_trace = trace_path();  // any explicit variant can be traced
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
@@ -103,7 +109,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-bwd-flags0..255, sm90-bwd-trace)");
+                           "sm90-bwd-flagsN with N made of the bits of kBwdAllFlags, sm90-bwd-trace)");
 }
 
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }

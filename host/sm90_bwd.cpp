@@ -85,6 +85,14 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.
   if (!(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqTmaStore;
+  // The dQ job first (its hand-over under dV and dK) paid only with the ordered finish, whose
+  // hand-over waits for the earlier contributors' partial sum: 1.03-1.04x at s = 0.5, L = 512, in
+  // five runs over two calls; 1.00x at s = 0.5, L = 256; 0.96-0.99x on the accumulator and pair
+  // sets (PERF_NOTES, tenth session).
+  if (o.bwd_flags < 0 && (!(f & sm90::kBwdDqFinish) || (f & sm90::kBwdPair))) f &= ~sm90::kBwdDqFirst;
+  // The kernel issues the dQ job first only at D = 128 (gdpa_bwd.cu, kDqFirst): one kernel per
+  // behaviour.
+  if (p.head_dim != 128) f &= ~sm90::kBwdDqFirst;
   if (!o.bwd_trace.empty()) f |= sm90::kBwdTrace;
   return sm90_with_act_mix(f, o, p, true);
 }

@@ -51,9 +51,18 @@ enum BwdFlags : int {
   // Not an optimization: a profiling variant whose roles write event timestamps for the first CTAs
   // into GdpaParams::trace (kernels/sm90/bwd_trace.cuh; registry name sm90-bwd-trace).
   kBwdTrace = 128,
-  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore,
+  // The dQ job goes first in the warpgroup's second GEMM batch, in its own commit group, and is
+  // handed over to the writer (staged, or the block finished) while dV and dK still run, instead of
+  // after all three (trace: the hand-over is 0.6-1.8k cycles of a 4.7-5.9k step, in series).
+  // D = 128 only (the host clears it at D = 64, where the kernel would ignore it). The host's
+  // default keeps it only with the ordered finish (no pairs), where the hand-over waits for the
+  // earlier contributors' partial sum: measured 1.03-1.04x at s = 0.5, L = 512, and 0.96-0.99x on
+  // the accumulator and pair sets, whose hand-over is a plain staging (host/sm90_bwd.cpp).
+  // Bit 13: bits 8..12 carry the activation mix (act_mix.h).
+  kBwdDqFirst = 1 << 13,
+  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
-                 kBwdDqTmaStore | kBwdTrace,
+                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst,
 };
 
 // kBwdDqFinish by default only while the mean KV length is at most this (three KV tiles). Measured
@@ -165,6 +174,7 @@ enum BwdTraceEvent : unsigned {
   kTrDqBufferFree,   // in the hand-over: the writer has read our previous job (dq_empty)
   kTrPartialIn,      // in the hand-over of a finished job: the earlier part is in (pair: the copy)
   kTrActComputed,    // P^T and dS^T computed (and masked), before the wait for a dS^T buffer
+  kTrDqJobDone,      // kBwdDqFirst: the dQ job complete (dV, dK still running), its hand-over next
   // Producer (role 2).
   kTrLoadKv = 32,  // K and V of a tile issued (their slots were free)
   kTrLoadQdo,      // Q and dO of a step issued (their ring slot was free)

@@ -821,6 +821,9 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 //      wgmmas, commit   (kBwdPingpong: 6 and 7 in this warpgroup's next turn, ds_full waited
 //      for before it)
 //   8  wait all: release Q/dO(t); dq job: arrive ds_empty, stage for the writer
+// kBwdDqFirst (D = 128; the host's default with the ordered finish only): 7 is issued before 6 as
+// its own commit group, and after waiting for it alone (wait_group 1) the warpgroup gives the dS
+// buffer back and hands the job over while 6 still runs; then it waits for 6.
 // V is released at step 3 of the tile's last step (dP^T is its only reader); with kBwdDeferDq the
 // tile then runs the dQ job of its last step; then K is released, and dK, dV leave through the
 // warpgroup's dQ staging buffer.
@@ -843,6 +846,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kPingpong = (FLAGS & kBwdPingpong) != 0;
   constexpr bool kPair = (FLAGS & kBwdPair) != 0;
   constexpr bool kTmaStore = (FLAGS & kBwdDqTmaStore) != 0;
+  // D = 64: a warpgroup has a dQ job every other step, a run-time branch around its issue, and
+  // ahead of dV and dK that makes ptxas insert a warpgroup.arrive: kept after them there.
+  constexpr bool kDqFirst = (FLAGS & kBwdDqFirst) != 0 && D == 128;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
@@ -895,8 +901,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       const BwdStep js = bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, job_ls);
       const long long block = dq_block_index(ts.slot0 + js.m, js.head, p.heads_q);
       DqJobHeader h;
-      h.dst = p.dq_accum + dq_chunk_offset(block, chunk, D);
-      h.sem = p.semaphores + block;
+      // Pairs use neither the accumulator nor the semaphores (and computing them anyway keeps two
+      // 64-bit addresses live in the hand-over).
+      h.dst = kPair ? nullptr : p.dq_accum + dq_chunk_offset(block, chunk, D);
+      h.sem = kPair ? nullptr : p.semaphores + block;
       h.out = nullptr;
       h.expected = 0;
       h.flags = 0;
@@ -1000,22 +1008,40 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
 
       // 6-7: dV and dK, then the dQ job (which needs both warpgroups' dS^T halves). Without turns
       // dV and dK go first and run while the job waits for its buffer; with turns the buffer is
-      // waited for before the turn is taken, so a turn is never held across that wait.
+      // waited for before the turn is taken, so a turn is never held across that wait. kDqFirst:
+      // the job first, so that its hand-over can run under dV and dK.
       const bool dq_job = kHasDq && chunk >= 0;
       if (kPingpong && dq_job) wait_ds_full(dq_step, bars);
       BwdTurns<FLAGS>::wait(cw);
       trace(kTrTurnB, step);
+      auto dq_issue = [&] {
+        if (dq_job) {
+          if (!kPingpong) wait_ds_full(dq_step, bars);
+          issue_dq<DTYPE, D>(dq, dq_step, chunk, ds_tiles, k_tile);
+        }
+      };
+      auto dq_hand_over = [&] {
+        if (kHasDq)
+          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
+                                           [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
+        trace(kTrDqHanded, step);
+      };
       ptx::wgmma_fence();
+      if (kDqFirst) dq_issue();
       issue_acc_rs<DTYPE, D>(dv, pk, do_tile);
       issue_acc_rs<DTYPE, D>(dk, dsk, q_tile);
       ptx::wgmma_commit();
-      if (dq_job) {
-        if (!kPingpong) wait_ds_full(dq_step, bars);
-        issue_dq<DTYPE, D>(dq, dq_step, chunk, ds_tiles, k_tile);
-      }
+      if (!kDqFirst) dq_issue();
       BwdTurns<FLAGS>::pass(cw);
 
       // 8: everything of this step has finished reading Q, dO, P^T, dS^T and the dS buffer.
+      // kDqFirst: the dQ job's group first (dV and dK still run): its hand-over, then the rest.
+      if constexpr (kDqFirst) {
+        ptx::wgmma_wait<1>();
+        ptx::fence_operand(dq);
+        trace(kTrDqJobDone, step);
+        dq_hand_over();
+      }
       ptx::wgmma_wait<0>();
       ptx::fence_operand(pk);
       ptx::fence_operand(dsk);
@@ -1024,10 +1050,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ptx::fence_operand(dq);
       trace(kTrBDone, step);
       consumer_release(bars->qdo[qs]);
-      if (kHasDq)
-        bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
-                                         [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
-      trace(kTrDqHanded, step);
+      if (!kDqFirst) dq_hand_over();
     };
     // K and V of the tile (the first step needs both at once; the producer loads them right after
     // that step's Q and dO).
@@ -1106,6 +1129,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
              const __grid_constant__ ptx::TensorMap tm_dq, const __grid_constant__ GdpaParams p) {
   static_assert(D == 64 || D == 128, "head dim");
   static_assert(DTYPE == kBF16 || DTYPE == kFP16, "16-bit io dtypes only");
+  static_assert((kBwdAllFlags & kActMixMask) == 0, "the activation mix has bits 8..12 of FLAGS");
   static_assert(kBwdConsumerWarpgroups == 2, "the dQ chunk alternation assumes two consumers");
   static_assert(!(FLAGS & kBwdPair) || ((FLAGS & kBwdDqFinish) && MASK == kMaskNone),
                 "kBwdPair: the dQ finish, the same steps in both KV tiles");

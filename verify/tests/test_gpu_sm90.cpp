@@ -194,6 +194,20 @@ TEST_SUITE("gpu") {
     rows.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqTmaStore;
     check_same_bits_over_masks_and_dims(tma, rows, 96, ctx);
   }
+  TEST_CASE("sm90 backward: the dQ job first in its GEMM batch changes no bit of dQ, dK, dV") {
+    // kBwdDqFirst reorders one warpgroup's wgmma groups and moves the hand-over under dV and dK:
+    // the same products, the same sums. Both the ordered finish and the accumulator path (where
+    // the default leaves it off, explicit flags here); pairs are in the pair test.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    Sm90Options first, plain;
+    first.bwd_flags = sm90::kBwdDefaultFlags;
+    plain.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFirst;
+    check_same_bits_over_masks_and_dims(first, plain, 105, ctx);
+    first.bwd_flags &= ~sm90::kBwdDqFinish;
+    plain.bwd_flags &= ~sm90::kBwdDqFinish;
+    check_same_bits_over_masks_and_dims(first, plain, 106, ctx);
+  }
   TEST_CASE("sm90 backward: taking turns at the tensor cores changes no bit of dQ, dK, dV") {
     // kBwdPingpong only orders the two consumer warpgroups' GEMM batches; with the deterministic dQ
     // order every sum is formed the same way, so any difference is a synchronisation bug.
@@ -228,10 +242,13 @@ TEST_SUITE("gpu") {
       pairs.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair;
       ordered.bwd_flags = sm90::kBwdDefaultFlags;
       pairs_rows.bwd_flags = pairs.bwd_flags & ~sm90::kBwdDqTmaStore;  // rank 1's threads copy the rows
+      Sm90Options pairs_plain;  // the pair default: the dQ job after dV and dK (kBwdDqFirst off)
+      pairs_plain.bwd_flags = pairs.bwd_flags & ~sm90::kBwdDqFirst;
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_rows, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_plain, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {

@@ -167,7 +167,8 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256})));
   CHECK(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));  // D = 64: jobs alternate
   Sm90Options opt;
-  // Default flags (93) + unit scale (2) + kBwdPair (32); no dq_convert pass.
+  // Default flags (93; kBwdDqFirst only with the ordered finish) + unit scale (2) + kBwdPair (32);
+  // no dq_convert pass.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 1);
   CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
@@ -177,14 +178,14 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,23>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 200, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
   p.heads_q = 4;
   p.heads_kv = 2;
@@ -417,11 +418,15 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   };
   CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
   CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,63>");
-  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
+  // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
+  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");  // pairs: no change
   // Explicit flags are used as given (plus the unit-scale specialisation), rules or not.
   CHECK(bwd_name("sm90-bwd-flags29") == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
   CHECK(bwd_name("sm90-bwd-flags125") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
-  CHECK_THROWS(make_kernel("sm90-bwd-flags256"));
+  CHECK(bwd_name("sm90-bwd-flags8317") == "gdpa::sm90::gdpa_bwd<0,128,3,0,8319>");
+  CHECK_THROWS(make_kernel("sm90-bwd-flags256"));  // bits 8..12 are the activation mix's
+  CHECK_THROWS(make_kernel("sm90-bwd-flags123456"));
   CHECK_THROWS(make_kernel("sm90-bwd-flags"));
   CHECK_THROWS(make_kernel("sm90-bwd-flags0x1"));
   // The other numbered family, parsed the same way.
