@@ -49,7 +49,7 @@ TILE_START, QDO_READY, TURN_A, A_DONE = EV["kTrTileStart"], EV["kTrQdoReady"], E
 DS_PUBLISHED, TURN_B, B_DONE, DQ_HANDED = EV["kTrDsPublished"], EV["kTrTurnB"], EV["kTrBDone"], EV["kTrDqHanded"]
 LAST_DQ, EPI_END = EV["kTrLastDqHanded"], EV["kTrEpilogueEnd"]
 DQ_BUFFER_FREE, PARTIAL_IN, ACT_COMPUTED = EV["kTrDqBufferFree"], EV["kTrPartialIn"], EV["kTrActComputed"]
-DQ_JOB_DONE = EV["kTrDqJobDone"]
+DQ_JOB_DONE, DV_OUT = EV["kTrDqJobDone"], EV["kTrDvOut"]
 LOAD_KV, LOAD_QDO = EV["kTrLoadKv"], EV["kTrLoadQdo"]
 
 # The phases of one step: (name, from-event, to-event, what the interval is). A from-event may be a
@@ -162,7 +162,11 @@ def analyse_consumer(recs):
         if (LAST_DQ, last) in at:
             tile["tail"] = at[(LAST_DQ, last)] - step_end(last)
         if (EPI_END, last) in at:
-            tile["epilogue"] = at[(EPI_END, last)] - at.get((LAST_DQ, last), step_end(last))
+            epi_start = at.get((LAST_DQ, last), step_end(last))
+            tile["epilogue"] = at[(EPI_END, last)] - epi_start
+            if (DV_OUT, last) in at:  # the epilogue in its two parts
+                tile["epi_dv"] = at[(DV_OUT, last)] - epi_start
+                tile["epi_dk"] = at[(EPI_END, last)] - at[(DV_OUT, last)]
             if t + 1 < len(tile_starts):
                 tile["next_kv_wait"] = tile_starts[t + 1][1] - at[(EPI_END, last)]
         if t + 1 < len(tile_starts):
@@ -229,6 +233,11 @@ def main():
             "first_step_cycles_median": median([t["first_step_time"] for t in tiles]),
             "tail_cycles_median": median([t["tail"] for t in tiles if "tail" in t]),
             "epilogue_cycles_median": median([t["epilogue"] for t in tiles if "epilogue" in t]),
+            "epilogue_parts_cycles_median": {
+                part: median([t[key] for t in tiles if key in t])
+                for part, key in (("dV staged and stored", "epi_dv"),
+                                  ("dK staged once dV's store read the buffer, both stores read", "epi_dk"))
+            },
             "next_kv_wait_cycles_median": median([t["next_kv_wait"] for t in tiles if "next_kv_wait" in t]),
             "beyond_steps_cycles_median": median([t["time"] - t["steps"] * step_med for t in full]),
         },
@@ -265,6 +274,8 @@ def main():
     print(f"  first step {t['first_step_cycles_median']:.0f}, tail (deferred last dQ job) "
           f"{t['tail_cycles_median']:.0f}, dK/dV epilogue {t['epilogue_cycles_median']:.0f}, "
           f"then waiting for the next K/V {t['next_kv_wait_cycles_median']:.0f}")
+    parts = ", ".join(f"{k} {v:.0f}" for k, v in t["epilogue_parts_cycles_median"].items())
+    print(f"  epilogue in parts (rank 1 of a pair first waits for the writer): {parts}")
     print(f"producer: K/V issued -> tile start {summary['kv_issue_to_tile_start_cycles_median']:.0f} cycles")
     if args.json:
         with open(args.json, "w") as f:

@@ -175,6 +175,7 @@ enum BwdTraceEvent : unsigned {
   kTrPartialIn,      // in the hand-over of a finished job: the earlier part is in (pair: the copy)
   kTrActComputed,    // P^T and dS^T computed (and masked), before the wait for a dS^T buffer
   kTrDqJobDone,      // kBwdDqFirst: the dQ job complete (dV, dK still running), its hand-over next
+  kTrDvOut,          // epilogue: dV staged and its TMA store issued (once per tile)
   // Producer (role 2).
   kTrLoadKv = 32,  // K and V of a tile issued (their slots were free)
   kTrLoadQdo,      // Q and dO of a step issued (their ring slot was free)

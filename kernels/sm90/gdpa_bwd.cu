@@ -1082,29 +1082,35 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     kvc.advance();
 
     // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
-    // dV and dK leave through shared memory and the TMA unit (epilogue.cuh). dK is staged in this
-    // warpgroup's dQ staging buffer, free once the writer has read our last job. dV goes through
-    // our partial-sum buffer wherever that is free at a tile's end, so it is staged and stored
-    // while the writer may still hold the staging buffer, and dK's staging does not wait for dV's
-    // store to read its buffer. (Trace, sm90-bwd-trace: where every job is added into the
-    // accumulator in KV order, the epilogue spent 6.6-6.9k cycles, over a step, mostly waiting for
-    // the writer.) The partial buffer is free then: without kBwdDqFinish nothing uses it; with it,
-    // the next partial sum is loaded into it only after our next announcement, which follows the
-    // final wait below; in a pair, rank 0 receives nothing. Rank 1's receives the partner's next
-    // part as soon as it has read this tile's last one, so rank 1 keeps the staging buffer for both.
+    // dV and dK leave through shared memory and the TMA unit (epilogue.cuh). dV goes through our
+    // partial-sum buffer wherever that is free at a tile's end ("spare"), so it is staged and
+    // stored while the writer may still hold the staging buffer with our last dQ job. The
+    // partial buffer is free then: without kBwdDqFinish nothing uses it; with it, the next partial
+    // sum is loaded into it only after our next announcement, which follows the final wait below;
+    // in a pair, rank 0 receives nothing. Rank 1's receives the partner's next part as soon as it
+    // has read this tile's last one, so rank 1 uses the staging buffer for both, after the writer.
+    // dK: without kBwdDqFinish it follows dV through the same buffer once dV's store has read it
+    // (store_block_tma waits for that): the writer's last bulk add took 2.4k cycles of a 5.4k
+    // epilogue (trace) and dV's store reads sooner, 1.04x at self L = 512 (ab-epi-dk-*). With the
+    // finish, dK waits for the writer and takes the staging buffer: the writer's last job is tied
+    // to another CTA's progress there (the partner, the earlier contributors), so that wait is not
+    // saved, only moved, and adding dV's store to it measured 0.95-0.97x.
     const int4 w = reinterpret_cast<const int4*>(p.tiles)[it];  // {batch, KV head, KV tile, work}
     const int n0 = ts.n0, rows_valid = ts.len_k - n0 - 64 * cw;
     const int k_row = p.cu_seqlens_k[w.x] + n0;
     const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
-    const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
     const bool spare = !kPair || ptx::cluster_ctarank() == 0;
+    const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
+    const unsigned dv_stage = spare ? base + plan.partial_off + cw * kBwdDqJobBytes : stage;
+    const bool dk_after_dv = !kFinish || !spare;  // dK through dV's buffer
     if (!spare) bwd_wait_staging_idle<D>(bars, cw, step);
-    store_block_tma<DTYPE, D>(dv, spare ? base + plan.partial_off + cw * kBwdDqJobBytes : stage, tm_dv, w.y,
-                              k_row + 64 * cw, out_rows(p.dv, k_row, w.y), int(k_stride), rows_valid,
-                              (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
-    if (spare) bwd_wait_staging_idle<D>(bars, cw, step);
-    store_block_tma<DTYPE, D>(dk, stage, tm_dk, w.y, k_row + 64 * cw, out_rows(p.dk, k_row, w.y), int(k_stride),
-                              rows_valid, p.logit_scale * p.out_scale, f, tid, bar, !spare);
+    store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, w.y, k_row + 64 * cw, out_rows(p.dv, k_row, w.y), int(k_stride),
+                              rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
+    trace(kTrDvOut, step - 1);
+    if (!dk_after_dv) bwd_wait_staging_idle<D>(bars, cw, step);
+    store_block_tma<DTYPE, D>(dk, dk_after_dv ? dv_stage : stage, tm_dk, w.y, k_row + 64 * cw,
+                              out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid, p.logit_scale * p.out_scale, f,
+                              tid, bar, dk_after_dv);
     // All reads of the staged dV and dK (threads' or the TMA unit's) done before a dQ job or a
     // partial sum overwrites them.
     if (tid == 0) ptx::bulk_wait_group_read<0>();

@@ -48,7 +48,9 @@ std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, i
           }
         cycles += tail;
         put(kTrLastDqHanded, s - 1);
-        cycles += epilogue;
+        cycles += epilogue * 3 / 8;  // dV staged and stored
+        put(kTrDvOut, s - 1);
+        cycles += epilogue - epilogue * 3 / 8;
         put(kTrEpilogueEnd, s - 1);
         cycles += gap;
       }
@@ -97,6 +99,8 @@ TEST_CASE("trace_bwd.py: the phases of a step and the cost of a tile boundary fr
   CHECK(s.find("hand-over 200 = buffer free 80") != std::string::npos);
   CHECK(s.find("tail (deferred last dQ job) 400, dK/dV epilogue 800, then waiting for the next K/V 300") !=
         std::string::npos);
+  CHECK(s.find("dV staged and stored 300, dK staged") != std::string::npos);
+  CHECK(s.find("both stores read 500") != std::string::npos);
 }
 
 TEST_CASE("trace_bwd.py: kBwdDqFirst's order, the hand-over inside the dV / dK batch") {
