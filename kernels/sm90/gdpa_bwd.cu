@@ -1112,9 +1112,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
                               out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid, p.logit_scale * p.out_scale, f,
                               tid, bar, dk_after_dv);
     // All reads of the staged dV and dK (threads' or the TMA unit's) done before a dQ job or a
-    // partial sum overwrites them.
-    if (tid == 0) ptx::bulk_wait_group_read<0>();
-    ptx::named_barrier_sync(bar, 128);
+    // partial sum overwrites them. Without kBwdDqFinish both went through the spare buffer, which
+    // nothing but the next tile's epilogue writes, and that waits for these reads first
+    // (store_block_tma): no wait here (the CTA's exit waits for the stores).
+    if constexpr (kFinish) {
+      if (tid == 0) ptx::bulk_wait_group_read<0>();
+      ptx::named_barrier_sync(bar, 128);
+    }
     trace(kTrEpilogueEnd, step - 1);
   }
   // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
