@@ -202,12 +202,13 @@ struct BwdTraceRecord {
 //   Q, dO       kBwdQStages tiles of [BlockM][D] each, panels of [BlockM][128 B]
 //   dS^T        kBwdDsStages tiles of [BlockN keys][BlockM queries]: 64 queries = one 128-byte row
 //   dQ staging  one 16 KB job buffer per consumer warpgroup (read by the bulk reduce; at the end of
-//               a work tile it also stages the warpgroup's dV and dK blocks for their TMA stores,
-//               epilogue.cuh)
+//               a work tile it also stages the warpgroup's dK block with kBwdDqFinish, and dV and
+//               dK on rank 1 of a pair, for their TMA stores, epilogue.cuh)
 //   dQ partial  one 16 KB buffer per consumer warpgroup: the accumulator's partial sum of a block
 //               the warpgroup finishes (kBwdDqFinish; with kBwdPair: the partner's part), and at a
-//               work tile's end, where nothing else needs it, the staged dV block for its TMA
-//               store (gdpa_bwd.cu, the epilogue). At D = 128 this uses up the 227 KB.
+//               work tile's end, where nothing else needs it, the staged dV block, and without
+//               kBwdDqFinish dK after it, for their TMA stores (gdpa_bwd.cu, the epilogue). At
+//               D = 128 this uses up the 227 KB.
 struct BwdSmemPlan {
   int kv_bytes, q_bytes, ds_bytes;
   int k_off, v_off, q_off, do_off, ds_off, dq_off, partial_off, bar_off, total;

@@ -35,7 +35,8 @@
 // deterministic mode the semaphores instead: there the first contributor stores); after it:
 // dq_convert.cu (with kBwdDqFinish: only the zeros of blocks no key tile sees). The fp32 dQ
 // accumulator is not a tensor-map target: each dQ job is one contiguous 16 KB block
-// (bwd_config.h), added with a 1-D bulk reduce, so the kernel takes no dQ tensor map.
+// (bwd_config.h), added with a 1-D bulk reduce. The dQ tensor map (tm_dq) covers the io-dtype dQ
+// rows, for finished blocks stored by TMA (kBwdDqTmaStore).
 // kBwdPair: clusters of two CTAs, grid = 2 x min(entries, resident clusters), one list entry per
 // (sequence, KV head) (BwdWalk); nothing before the kernel and no dq_convert after it.
 //
@@ -766,13 +767,13 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       stage_block<DTYPE, kBwdDqCols>(dq, staging, p.logit_scale * p.out_scale, f);
       if (TMA && (h.flags & kDqJobTmaStore)) {
         ptx::fence_proxy_async_smem();  // generic stores -> the writer's TMA store (async proxy)
-        // Pairs computed the header here; the writer needs its coordinates (ordered by dq_full).
-        if (PAIR && tid == 0) bars->dq_job[cw][k & 1] = h;
       } else {
         ptx::named_barrier_sync(bar, 128);
         copy_staged_rows<kBwdDqCols>(staging, h.out, p.heads_q * D, h.rows, tid);
-        if (TMA && PAIR && tid == 0) bars->dq_job[cw][k & 1] = h;  // no kDqJobTmaStore: nothing to store
       }
+      // Pairs computed the header here; the writer reads it (ordered by dq_full) for the TMA
+      // store's coordinates, or to see that there is nothing to store.
+      if (TMA && PAIR && tid == 0) bars->dq_job[cw][k & 1] = h;
       finished = true;
     }
   } else {
@@ -825,8 +826,8 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 // its own commit group, and after waiting for it alone (wait_group 1) the warpgroup gives the dS
 // buffer back and hands the job over while 6 still runs; then it waits for 6.
 // V is released at step 3 of the tile's last step (dP^T is its only reader); with kBwdDeferDq the
-// tile then runs the dQ job of its last step; then K is released, and dK, dV leave through the
-// warpgroup's dQ staging buffer.
+// tile then runs the dQ job of its last step; then K is released, and dV, dK leave through the
+// warpgroup's partial-sum or dQ staging buffer (the epilogue below says which).
 //
 // dS exchange protocol: buffer p is reused every kBwdDsStages steps. Its "empty" phase for use u
 // completes when all 8 consumer warps have arrived after use u's dQ job (a warpgroup without a job
