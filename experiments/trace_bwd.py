@@ -57,7 +57,7 @@ LOAD_KV, LOAD_QDO = EV["kTrLoadKv"], EV["kTrLoadQdo"]
 # dV and dK and is handed over while they run (DQ_JOB_DONE, then DQ_HANDED, then B_DONE); without
 # it the hand-over follows B_DONE. A step ends at the later of DQ_HANDED and B_DONE.
 PHASES = (
-    ("wait Q/dO", None, QDO_READY, "from the previous step's hand-over (or the tile start) until Q and dO are in"),
+    ("wait Q/dO", None, QDO_READY, "from the previous step's end (or the tile start) until Q and dO are in"),
     ("wait turn A", QDO_READY, TURN_A, "for the other warpgroup to pass the turn"),
     ("S^T + dP^T", TURN_A, A_DONE, "issue to completion, incl. queueing behind the other's GEMMs"),
     ("activation", A_DONE, DS_PUBLISHED, "P^T, dS^T, mask; dS^T half stored (incl. the wait for its buffer)"),
@@ -158,7 +158,7 @@ def analyse_consumer(recs):
             if s > s0:
                 step_totals.append(step_end(s) - step_end(s - 1))
         last = steps[-1]
-        tile = {"steps": len(steps), "first_step": t0, "last_handed": step_end(last)}
+        tile = {"steps": len(steps)}
         if (LAST_DQ, last) in at:
             tile["tail"] = at[(LAST_DQ, last)] - step_end(last)
         if (EPI_END, last) in at:

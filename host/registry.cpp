@@ -80,7 +80,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   // Backward profiling (kernels/sm90/bwd_trace.cuh): the trace file is $GDPA_BWD_TRACE.
   auto trace_path = [] {
     const char* path = std::getenv("GDPA_BWD_TRACE");
-    return std::string(path != nullptr && *path != '\0' ? path : "bwd-trace.npy");
+    return std::string(path != nullptr && *path != '\0' ? path : kDefaultBwdTracePath);
   };
   if (name == "sm90-bwd-trace") {  // the default kernel, traced
     Sm90Options o;

@@ -29,9 +29,11 @@ struct Sm90Options {
   std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
   // Backward profiling (kBwdTrace, kernels/sm90/bwd_trace.cuh): after every backward the launcher
   // waits for it and writes the first CTAs' event trace to this .npy file. Empty: no trace, unless
-  // explicit bwd_flags ask for kBwdTrace (then the file is bwd-trace.npy).
+  // explicit bwd_flags ask for kBwdTrace (then the file is kDefaultBwdTracePath).
   std::string bwd_trace;
 };
+// Where a backward trace goes when nobody named a file ($GDPA_BWD_TRACE for the registry's names).
+constexpr const char* kDefaultBwdTracePath = "bwd-trace.npy";
 
 std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt = {});
 

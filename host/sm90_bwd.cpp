@@ -170,7 +170,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     accum_ = DeviceBuffer(std::max<size_t>(16, acc_floats * sizeof(float)));
     semaphores_ = DeviceBuffer(opt_.deterministic && !pair_ ? std::max<size_t>(16, size_t(slots_) * p.heads_q * sizeof(int)) : 16);
     if (flags & sm90::kBwdTrace) {
-      trace_path_ = opt_.bwd_trace.empty() ? std::string("bwd-trace.npy") : opt_.bwd_trace;
+      trace_path_ = opt_.bwd_trace.empty() ? std::string(kDefaultBwdTracePath) : opt_.bwd_trace;
       trace_ = DeviceBuffer(kTraceWords * sizeof(int32_t));
     }
 
