@@ -28,7 +28,7 @@ const char* kHelp =
     "             sm90-longest-first, sm90-no-kv-reuse, sm90-no-half-fold; opt-in: sm90-act-mixN,\n"
     "             sm90-softmax;\n"
     "             backward: sm90-unordered-dq, sm90-no-dq-finish, sm90-no-dq-pair, sm90-no-dq-tma-store,\n"
-    "             sm90-no-dq-first,\n"
+    "             sm90-no-dq-first, sm90-no-dq-two-stage,\n"
     "             sm90-dq-finish-always\n"
     "  --sets: only sets whose name contains one of the comma-separated texts (e.g. self-s1.0,cross)\n"
     "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n"

@@ -60,9 +60,17 @@ enum BwdFlags : int {
   // the accumulator and pair sets, whose hand-over is a plain staging (host/sm90_bwd.cpp).
   // Bit 13: bits 8..12 carry the activation mix (act_mix.h).
   kBwdDqFirst = 1 << 13,
-  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst,
+  // Without kBwdDqFinish (so without pairs): a consumer's dQ jobs alternate between its staging
+  // buffer and its partial-sum buffer, which nothing else uses during the steps there, so the
+  // consumer stages job k + 1 while the writer may still wait for the semaphore of job k's block
+  // (the deterministic KV order) and add it, instead of waiting for that job's read at every
+  // hand-over (trace: 0.2k cycles of a 4.8k step at self L = 2048). The kernel ignores it with
+  // kBwdDqFinish, whose partial sums use that buffer; the host clears it there.
+  kBwdDqTwoStage = 1 << 14,
+  kBwdDefaultFlags =
+      kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst | kBwdDqTwoStage,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
-                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst,
+                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage,
 };
 
 // kBwdDqFinish by default only while the mean KV length is at most this (three KV tiles). Measured
@@ -205,10 +213,10 @@ struct BwdTraceRecord {
 //               a work tile it also stages the warpgroup's dK block with kBwdDqFinish, and dV and
 //               dK on rank 1 of a pair, for their TMA stores, epilogue.cuh)
 //   dQ partial  one 16 KB buffer per consumer warpgroup: the accumulator's partial sum of a block
-//               the warpgroup finishes (kBwdDqFinish; with kBwdPair: the partner's part), and at a
-//               work tile's end, where nothing else needs it, the staged dV block, and without
-//               kBwdDqFinish dK after it, for their TMA stores (gdpa_bwd.cu, the epilogue). At
-//               D = 128 this uses up the 227 KB.
+//               the warpgroup finishes (kBwdDqFinish; with kBwdPair: the partner's part), or, with
+//               kBwdDqTwoStage, every other dQ job of the warpgroup; and at a work tile's end, where
+//               nothing else needs it, the staged dV block, and without kBwdDqFinish dK after it,
+//               for their TMA stores (gdpa_bwd.cu, the epilogue). At D = 128 this uses up the 227 KB.
 struct BwdSmemPlan {
   int kv_bytes, q_bytes, ds_bytes;
   int k_off, v_off, q_off, do_off, ds_off, dq_off, partial_off, bar_off, total;
@@ -228,10 +236,10 @@ GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
   s.partial_off = s.dq_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
   s.bar_off = s.partial_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
   // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; per consumer
-  // warpgroup a dQ full/empty pair, two announcement barriers, a partial-sum barrier and the
-  // kBwdPair full/empty pair; then two 40-byte dQ job headers per consumer warpgroup (gdpa_bwd.cu,
-  // DqJobHeader).
-  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 7 * kBwdConsumerWarpgroups) +
+  // warpgroup two dQ full/empty pairs (one per buffer of kBwdDqTwoStage), two announcement
+  // barriers, a partial-sum barrier and the kBwdPair full/empty pair; then two 40-byte dQ job
+  // headers per consumer warpgroup (gdpa_bwd.cu, DqJobHeader).
+  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 9 * kBwdConsumerWarpgroups) +
             2 * 40 * kBwdConsumerWarpgroups;
   return s;
 }

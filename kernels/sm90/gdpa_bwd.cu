@@ -210,8 +210,9 @@ struct BwdBarriers {
   // the copy to the partner CTA or the TMA store of a finished block) has read it.
   // mbarriers (release on arrive, acquire on wait) rather than named-barrier arrive/sync pairs:
   // compute-sanitizer's racecheck sees mbarrier ordering for the plain header stores and loads.
-  unsigned long long dq_full[kBwdConsumerWarpgroups];
-  unsigned long long dq_empty[kBwdConsumerWarpgroups];
+  // Index [cw][b]: buffer b of DqStage (b = 0 only, unless kBwdDqTwoStage).
+  unsigned long long dq_full[kBwdConsumerWarpgroups][2];
+  unsigned long long dq_empty[kBwdConsumerWarpgroups][2];
   // kBwdDqFinish without kBwdPair: consumer cw's k-th job is announced on dq_announce[cw][k & 1]
   // (its header is ready, its product not yet), and the writer answers on dq_partial[cw] once per
   // job, with the partial sum's bytes for a last job that has one (the TMA load into partial
@@ -228,12 +229,37 @@ struct BwdBarriers {
 };
 
 // Index of a consumer's dQ job among its own jobs, from the step it belongs to: at D = 128 every
-// step gives each consumer one job, at D = 64 they alternate (bwd_first_job), so the k-th
+// step gives each consumer one job, at D = 64 they alternate (bwd_dq_owner_chunk), so the k-th
 // handoff on a consumer's staging buffer uses phase parity k & 1 on both sides.
 template <int D>
 __device__ __forceinline__ int dq_job_index(int step) {
   return D / kBwdDqCols == 2 ? step : step >> 1;
 }
+
+// How many dQ jobs consumer cw had in steps [0, step) of the CTA's lifetime: every step at D = 128,
+// steps cw, cw + 2, ... at D = 64 (bwd_dq_owner_chunk). The next job's index (dq_job_index).
+template <int D>
+__device__ __forceinline__ int dq_jobs_before(int step, int cw) {
+  return D / kBwdDqCols == 2 ? step : (step > cw ? (step - cw + 1) >> 1 : 0);
+}
+
+// Where consumer cw's k-th dQ job is staged and which phase of that buffer's full / empty pair it
+// is. One buffer (the staging buffer): every job, parity k & 1. TWO (kBwdDqTwoStage): job k in
+// buffer k & 1 (0: the staging buffer, 1: the partial-sum buffer), so each buffer sees every other
+// job and its pair's parity is (k / 2) & 1; job k + 2 reuses job k's buffer and header slot once
+// the writer has read job k.
+template <bool TWO>
+struct DqStage {
+  static __device__ __forceinline__ int buffer(unsigned k) { return TWO ? int(k & 1u) : 0; }
+  static __device__ __forceinline__ unsigned parity(unsigned k) { return TWO ? (k >> 1) & 1u : k & 1u; }
+  // Jobs that precede the one that next reuses job k's buffer: wait for job k - kDepth's read.
+  static constexpr unsigned kDepth = TWO ? 2u : 1u;
+  template <int D>
+  static __device__ __forceinline__ unsigned offset(int cw, int b) {
+    constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+    return unsigned(b == 0 ? plan.dq_off : plan.partial_off) + unsigned(cw * kBwdDqJobBytes);
+  }
+};
 
 // The per-tile scalars a consumer needs during the steps. They are the same in every thread of
 // the CTA; bwd_consumer passes each through a lane-0 shuffle so that ptxas knows it and keeps them
@@ -353,7 +379,7 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;  // bwd_dq_owner_chunk
-    ptx::mbarrier_wait(&bars->dq_full[owner], k & 1);
+    ptx::mbarrier_wait(&bars->dq_full[owner][0], k & 1);
     const unsigned char* staging = smem + plan.dq_off + owner * kBwdDqJobBytes;
     if (sender && leader) {
       const unsigned buf = ptx::smem_addr(smem + plan.partial_off + owner * kBwdDqJobBytes);
@@ -373,7 +399,7 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;
     if (sender) ptx::mbarrier_wait_cluster(&bars->pair_empty[owner], k & 1u);
-    if (leader) ptx::mbarrier_arrive(&bars->dq_empty[owner]);
+    if (leader) ptx::mbarrier_arrive(&bars->dq_empty[owner][0]);
     __syncwarp();
   }
 }
@@ -394,9 +420,11 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
 // runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
 // rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
 // the consumer of the same index in both CTAs, since both run the same steps.
-template <int D, int MASK, bool FINISH, bool PAIR, bool TMA>
+template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
+  static_assert(!(TWO && FINISH), "kBwdDqTwoStage: the partial-sum buffer is the finish's");
+  using Stage = DqStage<TWO>;
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
@@ -453,13 +481,14 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
-          ptx::mbarrier_wait(&bars->dq_full[owner], k & 1);  // staging(owner) holds the job
+          const int b = Stage::buffer(k);
+          ptx::mbarrier_wait(&bars->dq_full[owner][b], Stage::parity(k));  // buffer b of owner holds the job
           if (leader) {
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
             // Both chunks of a step belong to the same (slot, head): one wait, one release.
             if (c == 0 && p.deterministic && !(FINISH && (h.flags & kDqJobLast))) semaphore_wait(h.sem, h.expected);
             sem = h.sem;
-            const float* staged = reinterpret_cast<const float*>(smem + plan.dq_off + owner * kBwdDqJobBytes);
+            const float* staged = reinterpret_cast<const float*>(smem + Stage::template offset<D>(owner, b));
             // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
             // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
             // their semaphore (0) in dq_convert.cu. A last job (FINISH) is finished: its consumer
@@ -480,7 +509,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
         __syncwarp();
         if (leader)
 #pragma unroll
-          for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1]);
+          for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1][Stage::buffer(k)]);
         // A finished step has no adds; its count still rises, so dq_convert knows the block was written.
         if (p.deterministic) pending = sem;
       }
@@ -644,14 +673,6 @@ __device__ __forceinline__ int bwd_dq_owner_chunk(int j, int cw) {
   return c < D / kBwdDqCols ? c : -1;
 }
 
-// The first step (CTA-lifetime count) whose dQ job consumer `cw` does: the jobs of a warpgroup
-// are steps first, first + 1, ... (D = 128) or first, first + 2, ... (D = 64), so "job j is not
-// my first" is j > first and "I had a job" is steps > first; no counter needs a register.
-template <int D>
-__device__ __forceinline__ int bwd_first_job(int cw) {
-  return D / kBwdDqCols == 2 ? 0 : cw;
-}
-
 // The dQ job of step j reads both warpgroups' dS^T halves of step j: wait for its buffer's full phase.
 __device__ __forceinline__ void wait_ds_full(int j, BwdBarriers* bars) {
   ptx::mbarrier_wait(&bars->ds_full[j % kBwdDsStages], unsigned(j / kBwdDsStages) & 1u);
@@ -697,13 +718,15 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 }
 
 // After the dQ job's wgmma completed (or at once, for a warpgroup without a job): give the dS
-// buffer back, then hand the accumulator to the writer through this warpgroup's staging buffer.
-//   dq_empty phases: the writer arrives once after each of our jobs; we wait before every job but
-//   the first (bwd_first_job) and once at exit (bwd_consumer), the k-th wait on parity k & 1 of
-//   our job index (dq_job_index). A phase cannot be skipped: our k-th dq_full arrival needs the
-//   writer's (k-1)-th dq_empty arrival first and vice versa. That wait also means every thread's
-//   reads of the staging buffer for our previous job are done (they arrived on dq_full after
-//   them), so the buffer may be rewritten without a warpgroup barrier.
+// buffer back, then hand the accumulator to the writer through this warpgroup's staging buffer
+// (TWO, kBwdDqTwoStage: buffer k & 1 of its two, DqStage).
+//   dq_empty phases: the writer arrives on a buffer's empty once after each job staged there; we
+//   wait before reusing the buffer (job k waits for job k - 1's read, with TWO for job k - 2's) and
+//   once at exit (bwd_consumer), on that earlier job's phase (DqStage::parity). A phase cannot be
+//   skipped: our arrival on a buffer's full for job k needs the writer's empty arrival for the
+//   buffer's previous job first, and the writer's arrival needs our full arrival for that job.
+//   That wait also means every thread's reads of the buffer for the earlier job are done (they
+//   arrived on dq_full after them), so the buffer may be rewritten without a warpgroup barrier.
 // FINISH: the header was announced (bwd_dq_announce); the writer's dq_partial answer says the
 // header was read and, for a last job with earlier contributors, their partial sum is in partial
 // buffer cw. A last job is then finished here: dq + partial (the add the accumulator's bulk reduce
@@ -715,7 +738,7 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
 // hears it on its pair_empty[cw].
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
-template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, class HeaderFn, class Tracer>
+template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool TWO, class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
                                               unsigned char* smem, const GdpaParams& p, const FragThread& f,
                                               HeaderFn header, Tracer& trace, int step) {
@@ -723,12 +746,15 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
   __syncwarp();
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
   if (!has_job) return;
+  using Stage = DqStage<TWO>;
   const unsigned k = unsigned(dq_job_index<D>(j));
-  // Not our first job: the writer must have read the previous one.
-  if (j > bwd_first_job<D>(cw)) ptx::mbarrier_wait(&bars->dq_empty[cw], (k - 1) & 1u);
+  const int b = Stage::buffer(k);
+  // The writer must have read the job that used this buffer before (the previous one, or with
+  // TWO the one before it).
+  if (k >= Stage::kDepth) ptx::mbarrier_wait(&bars->dq_empty[cw][b], Stage::parity(k - Stage::kDepth));
   trace(kTrDqBufferFree, step);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
-  const unsigned staging = ptx::smem_addr(smem) + plan.dq_off + cw * kBwdDqJobBytes;
+  const unsigned staging = ptx::smem_addr(smem) + Stage::template offset<D>(cw, b);
   const int bar = kBwdBarEpilogueBase + cw;
   bool finished = false;
   if constexpr (FINISH) {
@@ -780,7 +806,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
     if (tid == 0) bars->dq_job[cw][k & 1] = header();  // ordered for the writer by the dq_full arrival below
   }
   if (!finished) {
-    float4* dst = reinterpret_cast<float4*>(smem + plan.dq_off + cw * kBwdDqJobBytes);
+    float4* dst = reinterpret_cast<float4*>(smem + Stage::template offset<D>(cw, b));
 #pragma unroll
     for (int q = 0; q < 8; ++q)  // dq_frag_index: registers 4q..4q+3 at float4 [q][tid]
       dst[q * 128 + tid] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
@@ -789,19 +815,20 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
   // Every thread arrives (not one per warp after __syncwarp): the partial-sum reads of each thread
   // are then ordered before the writer's next TMA load into that buffer by the thread's own
   // release, which is also the form compute-sanitizer's racecheck recognises.
-  ptx::mbarrier_arrive(&bars->dq_full[cw]);
+  ptx::mbarrier_arrive(&bars->dq_full[cw][b]);
 }
 
-// Waits until the writer has read consumer cw's last dQ job (if it had one; `step` = steps done in
-// the CTA's lifetime), so that its staging buffer may be rewritten. The wait is for a phase the
-// next job's own wait (bwd_dq_finish) targets as well, so waiting for it early is harmless.
-template <int D>
-__device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw, int step) {
-  if (step > bwd_first_job<D>(cw)) {
-    // Our last job is the last step of our parity (D = 64 alternates jobs between warpgroups).
-    const int stride = D / kBwdDqCols == 2 ? 1 : 2;
-    const int last = (step - 1) - ((step - 1 - bwd_first_job<D>(cw)) % stride);
-    ptx::mbarrier_wait(&bars->dq_empty[cw], unsigned(dq_job_index<D>(last)) & 1u);
+// Waits until the writer has read consumer cw's job `back` jobs before its next one (1: the last;
+// `step` = steps done in the CTA's lifetime), if it had one, so that the buffer of that job may be
+// rewritten; the writer reads in job order, so every earlier job has been read as well. The wait
+// is for a phase the next job's own wait (bwd_dq_finish) targets as well (or, with TWO and back = 2,
+// the job after it), so waiting for it early is harmless.
+template <int D, bool TWO>
+__device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw, int step, unsigned back = 1) {
+  const unsigned next = unsigned(dq_jobs_before<D>(step, cw));
+  if (next >= back) {
+    const unsigned k = next - back;
+    ptx::mbarrier_wait(&bars->dq_empty[cw][DqStage<TWO>::buffer(k)], DqStage<TWO>::parity(k));
   }
 }
 
@@ -850,6 +877,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // D = 64: a warpgroup has a dQ job every other step, a run-time branch around its issue, and
   // ahead of dV and dK that makes ptxas insert a warpgroup.arrive: kept after them there.
   constexpr bool kDqFirst = (FLAGS & kBwdDqFirst) != 0 && D == 128;
+  // The partial-sum buffer is the finish's; without the finish it is the second dQ staging buffer.
+  constexpr bool kTwo = (FLAGS & kBwdDqTwoStage) != 0 && !kFinish;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
@@ -1023,7 +1052,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       };
       auto dq_hand_over = [&] {
         if (kHasDq)
-          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
+          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kTwo>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
                                            [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
         trace(kTrDqHanded, step);
       };
@@ -1057,6 +1086,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // that step's Q and dO).
     consumer_wait(bars->k, kvc.phase());
     consumer_wait(bars->v, kvc.phase());
+    if constexpr (kTwo) {
+      // The previous tile's epilogue staged dK in the buffer that our next dQ job uses: its TMA
+      // store's issuer waits until the store has read it, then everyone (it did long ago: the
+      // K / V wait above was longer).
+      if (int(threadIdx.x) == 128 * (cw + 1)) ptx::bulk_wait_group_read<0>();
+      ptx::named_barrier_sync(kBwdBarEpilogueBase + cw, 128);
+    }
     trace(kTrTileStart, step);
     for (; ls < ts.steps; ++ls, ++step) {
       if (kDefer && ls == 0)
@@ -1075,7 +1111,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kTwo>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
                                        [&] { return job_header(ls - 1, chunk); }, trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
@@ -1100,15 +1136,21 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     const int n0 = ts.n0, rows_valid = ts.len_k - n0 - 64 * cw;
     const int k_row = p.cu_seqlens_k[w.x] + n0;
     const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
+    // kTwo: the buffer our next dQ job will use, whose previous job the writer has read long ago
+    // (the tile's last job is in the other one); the next tile's start waits for these stores.
     const bool spare = !kPair || ptx::cluster_ctarank() == 0;
     const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
-    const unsigned dv_stage = spare ? base + plan.partial_off + cw * kBwdDqJobBytes : stage;
+    const unsigned dv_stage =
+        kTwo ? base + DqStage<kTwo>::template offset<D>(cw, DqStage<kTwo>::buffer(unsigned(dq_jobs_before<D>(step, cw))))
+        : spare ? base + plan.partial_off + cw * kBwdDqJobBytes
+                : stage;
     const bool dk_after_dv = !kFinish || !spare;  // dK through dV's buffer
-    if (!spare) bwd_wait_staging_idle<D>(bars, cw, step);
+    if (kTwo) bwd_wait_staging_idle<D, kTwo>(bars, cw, step, 2);
+    if (!spare) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
     store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, w.y, k_row + 64 * cw, out_rows(p.dv, k_row, w.y), int(k_stride),
                               rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
     trace(kTrDvOut, step - 1);
-    if (!dk_after_dv) bwd_wait_staging_idle<D>(bars, cw, step);
+    if (!dk_after_dv) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
     store_block_tma<DTYPE, D>(dk, dk_after_dv ? dv_stage : stage, tm_dk, w.y, k_row + 64 * cw,
                               out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid, p.logit_scale * p.out_scale, f,
                               tid, bar, dk_after_dv);
@@ -1124,7 +1166,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   }
   // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.
-  bwd_wait_staging_idle<D>(bars, cw, step);
+  bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
   // The last dK / dV TMA stores must be complete before the CTA goes away.
   if (threadIdx.x == 128 * (cw + 1)) ptx::bulk_wait_group<0>();
 }
@@ -1175,8 +1217,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(&bars->ds_empty[s], kBwdConsumerWarps);
     }
     for (int c = 0; c < kBwdConsumerWarpgroups; ++c) {
-      ptx::mbarrier_init(&bars->dq_full[c], 128);   // every thread of the consumer warpgroup
-      ptx::mbarrier_init(&bars->dq_empty[c], 1);    // the writer's leader lane
+      for (int b = 0; b < 2; ++b) {
+        ptx::mbarrier_init(&bars->dq_full[c][b], 128);  // every thread of the consumer warpgroup
+        ptx::mbarrier_init(&bars->dq_empty[c][b], 1);   // the writer's leader lane
+      }
       ptx::mbarrier_init(&bars->dq_announce[c][0], 1);  // the consumer's thread 0
       ptx::mbarrier_init(&bars->dq_announce[c][1], 1);
       ptx::mbarrier_init(&bars->dq_partial[c], 1);  // the writer's leader lane (+ the TMA bytes)
@@ -1212,7 +1256,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     } else if (warp == 1) {
       constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
       constexpr bool kTma = kFinish && (FLAGS & kBwdDqTmaStore) != 0;
-      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma>(p, &tm_dq, smem);
+      constexpr bool kTwo = !kFinish && (FLAGS & kBwdDqTwoStage) != 0;
+      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, kTwo>(p, &tm_dq, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

@@ -208,6 +208,37 @@ TEST_SUITE("gpu") {
     plain.bwd_flags &= ~sm90::kBwdDqFinish;
     check_same_bits_over_masks_and_dims(first, plain, 106, ctx);
   }
+  TEST_CASE("sm90 backward: two dQ staging buffers change no bit of dQ, dK, dV") {
+    // kBwdDqTwoStage (the accumulator path) stages each consumer's dQ jobs alternately in two
+    // buffers and a tile's dK / dV in the one its next job takes: the same jobs, added in the same
+    // KV order. A batch of several KV tiles per CTA, so that one CTA's epilogues and the first jobs
+    // of its later tiles meet in one buffer; D = 64 gives each consumer every other step's job.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    Sm90Options two, one;  // explicit flags: the accumulator path whatever the mean Lk
+    two.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+    one.bwd_flags = two.bwd_flags & ~sm90::kBwdDqTwoStage;
+    for (MaskKind mask : {kMaskNone, kMaskCausal}) {
+      for (int d : {64, 128}) {
+        BatchShape shape;
+        shape.batch = 96;
+        shape.max_len_q = 1100;
+        shape.sparsity = 0.5;
+        ProblemDesc p = make_problem(shape, 107);
+        p.heads_q = 4;
+        p.heads_kv = 2;
+        p.activation = kFastGelu;
+        p.logit_scale = 0.75f;
+        p.out_scale = 1.5f;
+        p.mask = mask;
+        p.head_dim = d;
+        DeviceProblem dp(p, make_inputs(p, 108, true), true);
+        CAPTURE(d);
+        CAPTURE(int(mask));
+        check_same_backward_bits(two, one, p, dp, ctx);
+      }
+    }
+  }
   TEST_CASE("sm90 backward: taking turns at the tensor cores changes no bit of dQ, dK, dV") {
     // kBwdPingpong only orders the two consumer warpgroups' GEMM batches; with the deterministic dQ
     // order every sum is formed the same way, so any difference is a synchronisation bug.

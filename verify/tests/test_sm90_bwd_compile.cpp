@@ -110,8 +110,8 @@ TEST_CASE("sm90 backward: variant names and support") {
   REQUIRE(src.size() == 2);
   CHECK(src[0].file == "kernels/sm90/gdpa_bwd.cu");
   // Default flags: kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore (the
-  // kernel ignores the fold for fp16 and non-GELU); the finishing kernel pairs with the zeros-only
-  // dq_convert.
+  // kernel ignores the fold for fp16 and non-GELU; kBwdDqFirst is for D = 128, kBwdDqTwoStage for
+  // the accumulator path); the finishing kernel pairs with the zeros-only dq_convert.
   CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,93>");
   CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,true>");
@@ -128,22 +128,23 @@ TEST_CASE("sm90 backward: variant names and support") {
   ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
             .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,95>");  // logit_scale 1: + unit-scale
-  // Without the finish the TMA store of finished blocks has nothing to do: its bit goes too.
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,23>");
+  // Without the finish the TMA store of finished blocks has nothing to do: its bit goes too; the
+  // partial-sum buffer becomes the second dQ staging buffer (kBwdDqTwoStage, 16384).
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,16407>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags = kBwdDefaultFlags;
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,95>");
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,16391>");
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,79>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");
   opt.bwd_flags_drop = 0;
   // The unordered mode has no last contributor to finish a block: the flag is dropped.
   opt.deterministic = false;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,23>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,16407>");
   CHECK(sm90_backward_sources(p, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.deterministic = true;
 
@@ -179,8 +180,8 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
   CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
-  opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,23>");
+  opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either; two staging buffers
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,16407>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 200, 256});
@@ -421,10 +422,14 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
   CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
   CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");  // pairs: no change
+  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");  // the finish's: no change
   // Explicit flags are used as given (plus the unit-scale specialisation), rules or not.
   CHECK(bwd_name("sm90-bwd-flags29") == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
   CHECK(bwd_name("sm90-bwd-flags125") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
   CHECK(bwd_name("sm90-bwd-flags8317") == "gdpa::sm90::gdpa_bwd<0,128,3,0,8319>");
+  CHECK(bwd_name("sm90-bwd-flags16405") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16407>");
+  // ... except a bit the kernel would ignore: two staging buffers need the finish off.
+  CHECK(bwd_name("sm90-bwd-flags16477") == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
   CHECK_THROWS(make_kernel("sm90-bwd-flags256"));  // bits 8..12 are the activation mix's
   CHECK_THROWS(make_kernel("sm90-bwd-flags123456"));
   CHECK_THROWS(make_kernel("sm90-bwd-flags"));
