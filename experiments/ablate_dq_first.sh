@@ -3,8 +3,9 @@
 # dQ job is issued first in its own commit group, and its hand-over to the dQ writer (with the
 # ordered finish: waiting for the earlier contributors' partial sum, adding, staging) runs while
 # dV and dK still compute; off, dV and dK first and the hand-over after all three. Same bits. The
-# default uses it only with the ordered finish (mean Lk <= 384 without cluster pairs: the s = 0.5
-# sets at L = 256 / 512), so those are the sets compared; FULL / OFF / SETS override, e.g.
+# default uses it only with the ordered finish (mean Lk <= 192 without cluster pairs: s = 0.5,
+# L = 256; L = 512 too until the eleventh session lowered the limit from 384), so those are the sets
+# compared; FULL / OFF / SETS override, e.g.
 # FULL=sm90-bwd-flags8277 OFF=sm90-bwd-flags85 SETS=self-s1.0 for the accumulator path.
 #   usage: experiments/ablate_dq_first.sh [OUT]      (OUT default: experiments/results)
 set -euo pipefail

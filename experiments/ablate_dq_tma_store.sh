@@ -3,7 +3,7 @@
 # finishing consumer warpgroup only stages the rounded rows and the dQ writer warp stores them with
 # one TMA store; off, the warpgroup's threads copy the rows themselves after a second barrier. Same
 # bits. Blocks are finished where the backward finishes dQ in the kernel: cluster pairs (cross sets
-# at L >= 512) and the last contributor of the ordered finish (mean Lk <= 384: the L = 256 sets,
+# at L >= 512) and the last contributor of the ordered finish (mean Lk <= 192 (384 until the eleventh session): the L = 256 sets,
 # cross L = 256 and s = 0.5 L = 512). Those sets, backward only, one bench call.
 #   usage: experiments/ablate_dq_tma_store.sh [OUT]      (OUT default: experiments/results)
 set -euo pipefail

@@ -401,6 +401,8 @@ ABLATIONS = (
              (("sm90-no-dq-tma-store", "rows copied by the finishing warpgroup's threads"),)),
     Ablation("dq-first", "Backward: the dQ job first in its GEMM batch, handed over under dV and dK (default: ordered finish)",
              (("sm90-no-dq-first", "dV and dK first, the hand-over after all three"),)),
+    Ablation("dq-two-stage", "Backward: dQ jobs alternating between two staging buffers (accumulator path)",
+             (("sm90-no-dq-two-stage", "one staging buffer"),)),
 )
 
 

@@ -32,7 +32,7 @@ for s in $steps; do
     check-sm90-fwd) step check-sm90-fwd 300 "$g" check --kernel sm90 --fwd-only --seed 13 ;;
     check-sm90-bwd) step check-sm90-bwd 300 "$g" check --kernel sm90 --bwd-only --seed 14 ;;
     # The backward's other dQ paths: finished in the kernel on every case (the default does so only
-    # for a mean Lk <= 384), and the unordered adds.
+    # for a mean Lk <= 192), and the unordered adds.
     check-sm90-bwd-variants)
       step check-dq-finish 300 "$g" check --kernel sm90-dq-finish-always --bwd-only --seed 15
       step check-unordered 300 "$g" check --kernel sm90-unordered-dq --bwd-only --seed 16 ;;

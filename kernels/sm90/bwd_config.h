@@ -73,14 +73,17 @@ enum BwdFlags : int {
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage,
 };
 
-// kBwdDqFinish by default only while the mean KV length is at most this (three KV tiles). Measured
-// on the seed's sets (experiments/ablate_dq_finish.sh, H200, same calls): 1.02-1.14x where the mean
-// Lk is 128-256 (self L = 256, s = 0.5 L <= 512, cross Lk = 256 up to Lq = 1024; neutral at Lq =
-// 2048), where a query tile has one or two contributors and the separate pass is up to 15 % of the
-// time; 0.93-0.97x at a mean Lk of 512 and more, where the pass is a few percent and the last
-// contributor's consumers, which wait for the earlier contributors' partial sum with only a step of
-// slack, lose more than that. Explicit flags (Sm90Options::bwd_flags) are used as given.
-constexpr int kBwdDqFinishMaxMeanLenK = 384;
+// kBwdDqFinish by default only while the mean KV length is at most this (one and a half KV tiles).
+// Measured on the seed's sets (H200, same calls; where no cluster pairs apply, which take every
+// sequence with two KV tiles): the ordered finish 1.03x over the accumulator path at a mean Lk of
+// 128 (s = 0.5, L = 256: one contributor per query tile, the separate dq_convert pass a large share
+// of a short kernel), 0.94x at 256 (s = 0.5, L = 512; `ab-finish-threshold2-*`), and 0.93-0.98x at
+// 512 and more, where the last contributor's consumers wait for the earlier contributors' partial
+// sum with a step of slack. Until the eleventh session the limit was 384 (the finish 1.0x at 256):
+// two staging buffers and acquire / release semaphores made the accumulator path the faster one
+// there. Means between 128 and 256 were not measured. Explicit flags (Sm90Options::bwd_flags) are
+// used as given.
+constexpr int kBwdDqFinishMaxMeanLenK = 192;
 
 // kBwdPair by default only where the mean query length is at least this (four steps per KV tile).
 // Measured on the seed's sets (H200, against the same kernel without pairs): cross Lk = 256 at

@@ -178,7 +178,7 @@ TEST_SUITE("gpu") {
     // tiles no key sees (zeros from the small pass), and GQA gives blocks several heads' parts.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    Sm90Options finish, convert;  // explicit flags: the default leaves the finish off at a mean Lk > 384
+    Sm90Options finish, convert;  // explicit flags: the default leaves the finish off at a mean Lk > 192
     finish.bwd_flags = sm90::kBwdDefaultFlags;
     convert.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
     check_same_bits_over_masks_and_dims(finish, convert, 95, ctx);

@@ -161,7 +161,7 @@ TEST_CASE("sm90 backward: variant names and support") {
 
 TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequence has two") {
   const std::vector<int> lq = {700, 0, 500};  // mean 400: enough steps per KV tile (kBwdPairMinMeanLenQ)
-  ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256});
+  ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(p));
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {128, 200, 256})));
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 257})));
@@ -180,11 +180,15 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
   CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
+  // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
+  // accumulator with two staging buffers.
+  CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
+        "gdpa::sm90::gdpa_bwd<0,128,3,0,16407>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either; two staging buffers
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,16407>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
-  const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 200, 256});
+  const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
   CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
@@ -411,7 +415,7 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
 }
 
 TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
-  const ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, {700, 0, 500}, {129, 200, 256});  // pairs
+  const ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, {700, 0, 500}, {129, 160, 256});  // pairs
   auto bwd_name = [&](const std::string& kernel) {  // sources() lists the forward's too
     for (const KernelSource& s : make_kernel(kernel)->sources(p, true))
       if (s.name_expression.find("gdpa_bwd<") != std::string::npos) return s.name_expression;
