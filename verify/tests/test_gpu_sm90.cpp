@@ -35,12 +35,14 @@ void run_cases(bool backward, const std::vector<std::string>& labels, const Sm90
   }
 }
 
-// A jagged batch for the halved-P form's bit-identity tests: both scales differ from 1, so the
-// epilogues' 0.5 * out_scale and the activation's logit_scale multiply are exercised too.
-ProblemDesc half_fold_problem(Activation act, uint64_t seed, int heads_q, int heads_kv) {
+// A jagged s = 0.5 batch for the bit-identity tests (first the halved-P form's): both scales differ
+// from 1, so the epilogues' 0.5 * out_scale and the activation's logit_scale multiply are
+// exercised too. A larger batch gives each CTA several work tiles.
+ProblemDesc half_fold_problem(Activation act, uint64_t seed, int heads_q, int heads_kv, int batch = 24,
+                              int max_len = 600) {
   BatchShape shape;
-  shape.batch = 24;
-  shape.max_len_q = 600;
+  shape.batch = batch;
+  shape.max_len_q = max_len;
   shape.sparsity = 0.5;
   ProblemDesc p = make_problem(shape, seed);
   p.heads_q = heads_q;
@@ -220,16 +222,7 @@ TEST_SUITE("gpu") {
     one.bwd_flags = two.bwd_flags & ~sm90::kBwdDqTwoStage;
     for (MaskKind mask : {kMaskNone, kMaskCausal}) {
       for (int d : {64, 128}) {
-        BatchShape shape;
-        shape.batch = 96;
-        shape.max_len_q = 1100;
-        shape.sparsity = 0.5;
-        ProblemDesc p = make_problem(shape, 107);
-        p.heads_q = 4;
-        p.heads_kv = 2;
-        p.activation = kFastGelu;
-        p.logit_scale = 0.75f;
-        p.out_scale = 1.5f;
+        ProblemDesc p = half_fold_problem(kFastGelu, 107, 4, 2, 96, 1100);
         p.mask = mask;
         p.head_dim = d;
         DeviceProblem dp(p, make_inputs(p, 108, true), true);
