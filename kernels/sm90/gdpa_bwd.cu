@@ -243,22 +243,26 @@ __device__ __forceinline__ int dq_jobs_before(int step, int cw) {
   return D / kBwdDqCols == 2 ? step : (step > cw ? (step - cw + 1) >> 1 : 0);
 }
 
-// Where consumer cw's k-th dQ job is staged and which phase of that buffer's full / empty pair it
-// is. One buffer (the staging buffer): every job, parity k & 1. TWO (kBwdDqTwoStage): job k in
-// buffer k & 1 (0: the staging buffer, 1: the partial-sum buffer), so each buffer sees every other
-// job and its pair's parity is (k / 2) & 1; job k + 2 reuses job k's buffer and header slot once
-// the writer has read job k.
+// Consumer cw's two 16 KB dQ buffers (bwd_config.h, the shared-memory plan): its staging buffer
+// and its partial-sum buffer. Byte offset from the aligned shared-memory base.
+enum DqBuffer : int { kDqStaging = 0, kDqPartial = 1 };
+template <int D>
+__device__ __forceinline__ unsigned dq_buffer_off(int cw, int buffer) {
+  constexpr BwdSmemPlan plan = bwd_smem_plan(D);
+  return unsigned(buffer == kDqStaging ? plan.dq_off : plan.partial_off) + unsigned(cw * kBwdDqJobBytes);
+}
+
+// Where consumer cw's k-th dQ job is staged (a DqBuffer) and which phase of that buffer's full /
+// empty pair it is. One buffer (the staging buffer): every job, parity k & 1. TWO (kBwdDqTwoStage):
+// job k in buffer k & 1 (the staging buffer, then the partial-sum buffer), so each buffer sees every
+// other job and its pair's parity is (k / 2) & 1; job k + 2 reuses job k's buffer and header slot
+// once the writer has read job k.
 template <bool TWO>
 struct DqStage {
-  static __device__ __forceinline__ int buffer(unsigned k) { return TWO ? int(k & 1u) : 0; }
+  static __device__ __forceinline__ int buffer(unsigned k) { return TWO ? int(k & 1u) : int(kDqStaging); }
   static __device__ __forceinline__ unsigned parity(unsigned k) { return TWO ? (k >> 1) & 1u : k & 1u; }
   // Jobs that precede the one that next reuses job k's buffer: wait for job k - kDepth's read.
   static constexpr unsigned kDepth = TWO ? 2u : 1u;
-  template <int D>
-  static __device__ __forceinline__ unsigned offset(int cw, int b) {
-    constexpr BwdSmemPlan plan = bwd_smem_plan(D);
-    return unsigned(b == 0 ? plan.dq_off : plan.partial_off) + unsigned(cw * kBwdDqJobBytes);
-  }
 };
 
 // The per-tile scalars a consumer needs during the steps. They are the same in every thread of
@@ -381,9 +385,9 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;  // bwd_dq_owner_chunk
     ptx::mbarrier_wait(&bars->dq_full[owner][0], k & 1);
-    const unsigned char* staging = smem + plan.dq_off + owner * kBwdDqJobBytes;
+    const unsigned char* staging = smem + dq_buffer_off<D>(owner, kDqStaging);
     if (sender && leader) {
-      const unsigned buf = ptx::smem_addr(smem + plan.partial_off + owner * kBwdDqJobBytes);
+      const unsigned buf = ptx::smem_addr(smem + dq_buffer_off<D>(owner, kDqPartial));
       const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[owner]), 1u);
       ptx::mbarrier_arrive_expect_tx_remote(full, kBwdDqJobBytes);
       ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, 1u), staging, kBwdDqJobBytes, full);
@@ -467,7 +471,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
             if ((h.flags & kDqJobLast) && c == 0 && p.deterministic) semaphore_wait(h.sem, h.expected);
             if (h.flags & kDqJobPartial) {
               ptx::mbarrier_arrive_expect_tx(bar, kBwdDqJobBytes);
-              ptx::bulk_copy_g2s(smem + plan.partial_off + owner * kBwdDqJobBytes, h.dst, kBwdDqJobBytes, bar,
+              ptx::bulk_copy_g2s(smem + dq_buffer_off<D>(owner, kDqPartial), h.dst, kBwdDqJobBytes, bar,
                                  ptx::kEvictFirst);
             } else {
               ptx::mbarrier_arrive(bar);
@@ -489,7 +493,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
             // Both chunks of a step belong to the same (slot, head): one wait, one release.
             if (c == 0 && p.deterministic && !(FINISH && (h.flags & kDqJobLast))) semaphore_wait(h.sem, h.expected);
             sem = h.sem;
-            const float* staged = reinterpret_cast<const float*>(smem + Stage::template offset<D>(owner, b));
+            const float* staged = reinterpret_cast<const float*>(smem + dq_buffer_off<D>(owner, b));
             // Deterministic mode: the first contributor (in the fixed KV order) stores, the others
             // add, so the accumulator needs no zeroing pass; blocks nobody writes are recognised by
             // their semaphore (0) in dq_convert.cu. A last job (FINISH) is finished: its consumer
@@ -755,7 +759,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
   if (k >= Stage::kDepth) ptx::mbarrier_wait(&bars->dq_empty[cw][b], Stage::parity(k - Stage::kDepth));
   trace(kTrDqBufferFree, step);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
-  const unsigned staging = ptx::smem_addr(smem) + Stage::template offset<D>(cw, b);
+  const unsigned staging = ptx::smem_addr(smem) + dq_buffer_off<D>(cw, b);
   const int bar = kBwdBarEpilogueBase + cw;
   bool finished = false;
   if constexpr (FINISH) {
@@ -773,7 +777,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       if (h.flags & kDqJobPartial) {
         if (PAIR) ptx::mbarrier_wait_cluster(&bars->pair_full[cw], k & 1u);
         trace(kTrPartialIn, step);
-        const unsigned partial = ptx::smem_addr(smem) + plan.partial_off + cw * kBwdDqJobBytes;
+        const unsigned partial = ptx::smem_addr(smem) + dq_buffer_off<D>(cw, kDqPartial);
 #pragma unroll
         for (int q = 0; q < 8; ++q) {  // float4 [q][tid] = our registers 4q..4q+3 (dq_frag_index)
           const uint4 v = ptx::ld_shared_u128(partial + unsigned((q * 128 + tid) * 16));
@@ -807,7 +811,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
     if (tid == 0) bars->dq_job[cw][k & 1] = header();  // ordered for the writer by the dq_full arrival below
   }
   if (!finished) {
-    float4* dst = reinterpret_cast<float4*>(smem + Stage::template offset<D>(cw, b));
+    float4* dst = reinterpret_cast<float4*>(smem + dq_buffer_off<D>(cw, b));
 #pragma unroll
     for (int q = 0; q < 8; ++q)  // dq_frag_index: registers 4q..4q+3 at float4 [q][tid]
       dst[q * 128 + tid] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
@@ -1140,11 +1144,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // kTwo: the buffer our next dQ job will use, whose previous job the writer has read long ago
     // (the tile's last job is in the other one); the next tile's start waits for these stores.
     const bool spare = !kPair || ptx::cluster_ctarank() == 0;
-    const unsigned stage = base + plan.dq_off + cw * kBwdDqJobBytes;
-    const unsigned dv_stage =
-        kTwo ? base + DqStage<kTwo>::template offset<D>(cw, DqStage<kTwo>::buffer(unsigned(dq_jobs_before<D>(step, cw))))
-        : spare ? base + plan.partial_off + cw * kBwdDqJobBytes
-                : stage;
+    const unsigned stage = base + dq_buffer_off<D>(cw, kDqStaging);
+    const int dv_buffer = kTwo ? DqStage<kTwo>::buffer(unsigned(dq_jobs_before<D>(step, cw)))
+                               : spare ? kDqPartial : kDqStaging;
+    const unsigned dv_stage = base + dq_buffer_off<D>(cw, dv_buffer);
     const bool dk_after_dv = !kFinish || !spare;  // dK through dV's buffer
     if (kTwo) bwd_wait_staging_idle<D, kTwo>(bars, cw, step, 2);
     if (!spare) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
