@@ -108,6 +108,15 @@ void check_same_bits_over_masks_and_dims(const Sm90Options& a, const Sm90Options
   }
 }
 
+// check_same_bits_over_masks_and_dims for explicit backward flags `flags` against the same flags
+// without `dropped`: a switch that reorders work must not change a bit.
+void check_dropping_changes_no_bits(int flags, int dropped, uint64_t seed, const Context& ctx) {
+  Sm90Options with, without;
+  with.bwd_flags = flags;
+  without.bwd_flags = flags & ~dropped;
+  check_same_bits_over_masks_and_dims(with, without, seed, ctx);
+}
+
 }  // namespace
 
 TEST_SUITE("gpu") {
@@ -180,10 +189,8 @@ TEST_SUITE("gpu") {
     // tiles no key sees (zeros from the small pass), and GQA gives blocks several heads' parts.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    Sm90Options finish, convert;  // explicit flags: the default leaves the finish off at a mean Lk > 192
-    finish.bwd_flags = sm90::kBwdDefaultFlags;
-    convert.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
-    check_same_bits_over_masks_and_dims(finish, convert, 95, ctx);
+    // Explicit flags: the default leaves the finish off at a mean Lk > 192.
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdDqFinish, 95, ctx);
   }
   TEST_CASE("sm90 backward: finished dQ blocks stored by TMA give the bits of the threads' row copy") {
     // kBwdDqTmaStore changes who writes a finished block's staged rows (the writer's TMA store
@@ -191,10 +198,8 @@ TEST_SUITE("gpu") {
     // take the threads' copy. Any difference is a lost, doubled or misplaced block.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    Sm90Options tma, rows;  // explicit flags: the finish everywhere, whatever the mean Lk
-    tma.bwd_flags = sm90::kBwdDefaultFlags;
-    rows.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqTmaStore;
-    check_same_bits_over_masks_and_dims(tma, rows, 96, ctx);
+    // Explicit flags: the finish everywhere, whatever the mean Lk.
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdDqTmaStore, 96, ctx);
   }
   TEST_CASE("sm90 backward: the dQ job first in its GEMM batch changes no bit of dQ, dK, dV") {
     // kBwdDqFirst reorders one warpgroup's wgmma groups and moves the hand-over under dV and dK:
@@ -202,13 +207,8 @@ TEST_SUITE("gpu") {
     // the default leaves it off, explicit flags here); pairs are in the pair test.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    Sm90Options first, plain;
-    first.bwd_flags = sm90::kBwdDefaultFlags;
-    plain.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFirst;
-    check_same_bits_over_masks_and_dims(first, plain, 105, ctx);
-    first.bwd_flags &= ~sm90::kBwdDqFinish;
-    plain.bwd_flags &= ~sm90::kBwdDqFinish;
-    check_same_bits_over_masks_and_dims(first, plain, 106, ctx);
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdDqFirst, 105, ctx);
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, sm90::kBwdDqFirst, 106, ctx);
   }
   TEST_CASE("sm90 backward: two dQ staging buffers change no bit of dQ, dK, dV") {
     // kBwdDqTwoStage (the accumulator path) stages each consumer's dQ jobs alternately in two
