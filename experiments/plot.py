@@ -392,6 +392,8 @@ ABLATIONS = (
              (("sm90-no-kv-reuse", "K/V reuse off"),)),
     Ablation("half-fold", "GELU as 2f = x + x tanh(.), O (backward: dV) halved once (one multiply per score fewer)",
              (("sm90-no-half-fold", "plain f = x/2 (1 + tanh(.))"),)),
+    Ablation("skip-empty-half", "Forward: a warpgroup whose 64 rows lie past the sequence's end issues no GEMMs",
+             (("sm90-no-skip-empty-half", "both warpgroups compute every tile"),)),
     Ablation("dq-finish", "Backward: each dQ block finished by its last contributor in the kernel (default: mean Lk <= 384)",
              (("sm90-no-dq-finish", "fp32 accumulator + separate dq_convert pass"),
               ("sm90-dq-finish-always", "finished in the kernel at every Lk"))),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """trace_bwd.py — where the backward's time goes, step by step and at tile boundaries, from the
-event trace of the profiling variant `sm90-bwd-trace` (kernels/sm90/bwd_trace.cuh).
+event trace of the profiling variant `sm90-bwd-trace` (kernels/sm90/trace.cuh).
 
     GDPA_BWD_TRACE=t.npy build/gdpa run --kernel sm90-bwd-trace --len 256 --sparsity 1 --reps 3
     experiments/trace_bwd.py t.npy [--json OUT.json]
@@ -12,39 +12,17 @@ its steps (the tail after its last step, the dK / dV epilogue, the wait for the 
 Pure Python: reads the int32 .npy itself.
 """
 import argparse
-import ast
 import json
 import os
-import re
-import statistics
-import struct
 import sys
+
+from trace_lib import header_enum, median, read_npy_int32, records, sm_ghz
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "..", "kernels", "sm90", "bwd_config.h")
 
 
-def trace_events(path=CONFIG):
-    """The values of enum BwdTraceEvent, read from the header the kernel is built from, so that the
-    numbers here cannot drift from the kernel's: {"kTrTileStart": 1, ...}."""
-    with open(path) as f:
-        text = f.read()
-    m = re.search(r"enum BwdTraceEvent[^{]*\{(.*?)\};", text, re.S)
-    if not m:
-        sys.exit(f"{path}: no enum BwdTraceEvent")
-    values, nxt = {}, 0
-    for line in m.group(1).splitlines():
-        line = line.split("//")[0].strip().rstrip(",")
-        if not line:
-            continue
-        name, _, value = line.partition("=")
-        nxt = int(value) if value.strip() else nxt
-        values[name.strip()] = nxt
-        nxt += 1
-    return values
-
-
-EV = trace_events()
+EV = header_enum(CONFIG, "BwdTraceEvent")
 TILE_START, QDO_READY, TURN_A, A_DONE = EV["kTrTileStart"], EV["kTrQdoReady"], EV["kTrTurnA"], EV["kTrADone"]
 DS_PUBLISHED, TURN_B, B_DONE, DQ_HANDED = EV["kTrDsPublished"], EV["kTrTurnB"], EV["kTrBDone"], EV["kTrDqHanded"]
 LAST_DQ, EPI_END = EV["kTrLastDqHanded"], EV["kTrEpilogueEnd"]
@@ -76,47 +54,6 @@ SUBPHASES = (
      "finished jobs: the header, the partial sum (pair: the partner's copy)"),
     ("  add + stage", PARTIAL_IN, DQ_HANDED, "finished jobs: add, barrier, staging"),
 )
-
-
-def read_npy_int32(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:6] != b"\x93NUMPY":
-        sys.exit(f"{path}: not a .npy file")
-    major = data[6]
-    hlen_size = 2 if major == 1 else 4
-    hlen = int.from_bytes(data[8:8 + hlen_size], "little")
-    header = ast.literal_eval(data[8 + hlen_size:8 + hlen_size + hlen].decode("latin1"))
-    if header["descr"] != "<i4" or header["fortran_order"]:
-        sys.exit(f"{path}: expected a C-order int32 array, got {header}")
-    shape = header["shape"]
-    body = data[8 + hlen_size + hlen:]
-    words = struct.unpack(f"<{len(body) // 4}i", body)
-    return shape, words
-
-
-def records(shape, words):
-    """{(cta, role): [(cycles, event, step, ns), ...]} in recording order."""
-    ctas, roles, slots, _ = shape
-    out = {}
-    for c in range(ctas):
-        for r in range(roles):
-            base = ((c * roles + r) * slots) * 4
-            recs = []
-            for i in range(slots):
-                lo, hi, es, ns = words[base + 4 * i:base + 4 * i + 4]
-                if lo == 0 and hi == 0 and es == 0:
-                    break
-                cycles = (hi & 0xFFFFFFFF) << 32 | (lo & 0xFFFFFFFF)
-                es &= 0xFFFFFFFF
-                recs.append((cycles, es & 0xFF, es >> 8, ns & 0xFFFFFFFF))
-            if recs:
-                out[(c, r)] = recs
-    return out
-
-
-def median(v):
-    return statistics.median(v) if v else float("nan")
 
 
 def analyse_consumer(recs):
@@ -187,13 +124,7 @@ def main():
     if not recs:
         sys.exit("no records: was the trace variant run on a problem with work?")
 
-    # Clock rate from the consumers' own pairs of (cycles, ns): the SM cycle counter over the
-    # global timer, first to last record of each recorder.
-    rates = []
-    for rs in recs.values():
-        if len(rs) > 1 and rs[-1][3] != rs[0][3]:
-            rates.append((rs[-1][0] - rs[0][0]) / ((rs[-1][3] - rs[0][3]) & 0xFFFFFFFF))
-    ghz = median(rates)
+    ghz = sm_ghz(recs)
 
     phases = {name: [] for name, *_ in PHASES + SUBPHASES}
     steps, tiles = [], []

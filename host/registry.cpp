@@ -28,6 +28,7 @@ const Ablation kAblations[] = {
     {"sm90-no-intra-overlap", sm90::kFwdDefaultFlags & ~sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
     {"sm90-no-kv-reuse", sm90::kFwdDefaultFlags & ~sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
     {"sm90-no-half-fold", sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold, SchedulePolicy::kZigzag, sm90::kBwdHalfFold},
+    {"sm90-no-skip-empty-half", sm90::kFwdDefaultFlags & ~sm90::kFwdSkipEmptyHalf, SchedulePolicy::kZigzag},
     {"sm90-no-dq-finish", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPair},
     {"sm90-no-dq-tma-store", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
@@ -78,15 +79,31 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
-  // Backward profiling (kernels/sm90/bwd_trace.cuh): the trace file is $GDPA_BWD_TRACE.
-  auto trace_path = [] {
-    const char* path = std::getenv("GDPA_BWD_TRACE");
-    return std::string(path != nullptr && *path != '\0' ? path : kDefaultBwdTracePath);
+  // Profiling (kernels/sm90/trace.cuh): the trace files are $GDPA_FWD_TRACE and $GDPA_BWD_TRACE.
+  auto trace_path = [](const char* var, const char* fallback) {
+    const char* path = std::getenv(var);
+    return std::string(path != nullptr && *path != '\0' ? path : fallback);
   };
+  auto bwd_trace_path = [&] { return trace_path("GDPA_BWD_TRACE", kDefaultBwdTracePath); };
+  auto fwd_trace_path = [&] { return trace_path("GDPA_FWD_TRACE", kDefaultFwdTracePath); };
   if (name == "sm90-bwd-trace") {  // the default kernel, traced
     Sm90Options o;
-    o.bwd_trace = trace_path();
+    o.bwd_trace = bwd_trace_path();
     o.label = "bwd-trace";
+    return make_sm90_kernel(o);
+  }
+  if (name == "sm90-fwd-trace") {
+    Sm90Options o;
+    o.fwd_trace = fwd_trace_path();
+    o.label = "fwd-trace";
+    return make_sm90_kernel(o);
+  }
+  // sm90-fwd-flagsN: the forward with explicit flags N (kernels/sm90/fwd_config.h FwdFlags).
+  if (numbered_variant(name, "sm90-fwd-flags", 5, &n) && (n & ~sm90::kFwdAllFlags) == 0) {
+    Sm90Options o;
+    o.fwd_flags = n;
+    if (n & sm90::kFwdTrace) o.fwd_trace = fwd_trace_path();
+    o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
@@ -94,7 +111,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   if (numbered_variant(name, "sm90-bwd-flags", 5, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
     Sm90Options o;
     o.bwd_flags = n;
-    if (n & sm90::kBwdTrace) o.bwd_trace = trace_path();  // any explicit variant can be traced
+    if (n & sm90::kBwdTrace) o.bwd_trace = bwd_trace_path();  // any explicit variant can be traced
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
@@ -110,7 +127,8 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-bwd-flagsN with N made of the bits of kBwdAllFlags, sm90-bwd-trace)");
+                           "sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of kFwdAllFlags / kBwdAllFlags, "
+                           "sm90-fwd-trace, sm90-bwd-trace)");
 }
 
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }

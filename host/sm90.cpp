@@ -12,6 +12,7 @@
 #include "device_problem.h"
 #include "sm90_bwd.h"
 #include "tensor_map.h"
+#include "trace_buffer.h"
 
 namespace gdpa {
 
@@ -21,7 +22,11 @@ namespace {
 // multiply before the activation.
 int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags : o.fwd_flags;
+  // The default skips empty halves only where that measured faster (fwd_config.h).
+  if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() > int64_t(sm90::kFwdSkipEmptyMaxMeanLenK) * p.batch())
+    f &= ~sm90::kFwdSkipEmptyHalf;
   if (o.softmax) f |= sm90::kFwdSoftmax;
+  if (!o.fwd_trace.empty()) f |= sm90::kFwdTrace;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
   return o.softmax ? f : sm90_with_act_mix(f, o, p, false);
 }
@@ -116,6 +121,9 @@ class Sm90Kernel final : public AttentionKernel {
     records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
     if (!records.empty()) records_.upload(records);
     smem_ = size_t(sm90::fwd_smem_request(p.head_dim, sm90::fwd_block_n(p.head_dim), flags));
+    if (flags & sm90::kFwdTrace)
+      trace_ = TraceBuffer(opt_.fwd_trace.empty() ? std::string(kDefaultFwdTracePath) : opt_.fwd_trace,
+                           sm90::kFwdTraceCtas, sm90::kFwdTraceRoles, sm90::kFwdTraceSlots);
     if (smem_ > size_t(dev.max_smem_optin))
       throw CudaError("sm90 forward needs " + std::to_string(smem_) + " bytes of shared memory, the device allows " +
                       std::to_string(dev.max_smem_optin));
@@ -140,12 +148,14 @@ class Sm90Kernel final : public AttentionKernel {
     params.num_tiles = num_tiles_;  // the kernel reads the tile records, not params.tiles
     params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
     params.tile_records = reinterpret_cast<const void*>(records_.ptr());
+    if (trace_.on()) params.trace = trace_.arm(stream);
     LaunchShape shape;
     shape.grid[0] = unsigned(ctas_);
     shape.block[0] = sm90::kFwdThreads;
     shape.dynamic_smem = smem_;
     void* args[] = {&tm_q, &tm_k, &tm_v, &tm_o, &params};
     launch(fwd_module_->function(), shape, stream, args);
+    if (trace_.on()) trace_.save(stream);
   }
 
   void backward(const DeviceTensors& t, CUstream stream) override {
@@ -161,6 +171,7 @@ class Sm90Kernel final : public AttentionKernel {
   DeviceBuffer cta_begin_, records_;
   int num_tiles_ = 0, ctas_ = 0;
   size_t smem_ = 0;
+  TraceBuffer trace_;  // kFwdTrace only
   std::unique_ptr<Sm90Backward> bwd_;
 };
 

@@ -27,13 +27,18 @@ struct Sm90Options {
   int act_mix = -1;            // fast_gelu only: sixteenths of the elements on the FMA pipe
                                // (kernels/sm90/act_mix.h); -1 = act_mix_default for the head dim
   std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
-  // Backward profiling (kBwdTrace, kernels/sm90/bwd_trace.cuh): after every backward the launcher
+  // Backward profiling (kBwdTrace, kernels/sm90/trace.cuh): after every backward the launcher
   // waits for it and writes the first CTAs' event trace to this .npy file. Empty: no trace, unless
   // explicit bwd_flags ask for kBwdTrace (then the file is kDefaultBwdTracePath).
   std::string bwd_trace;
+  // Forward profiling (kFwdTrace): the same after every forward; explicit fwd_flags with kFwdTrace
+  // and no file name write kDefaultFwdTracePath.
+  std::string fwd_trace;
 };
-// Where a backward trace goes when nobody named a file ($GDPA_BWD_TRACE for the registry's names).
+// Where a trace goes when nobody named a file ($GDPA_BWD_TRACE / $GDPA_FWD_TRACE for the registry's
+// names).
 constexpr const char* kDefaultBwdTracePath = "bwd-trace.npy";
+constexpr const char* kDefaultFwdTracePath = "fwd-trace.npy";
 
 std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt = {});
 

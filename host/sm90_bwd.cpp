@@ -20,8 +20,8 @@
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/bwd_config.h"
 #include "device_problem.h"
-#include "npy.h"
 #include "tensor_map.h"
+#include "trace_buffer.h"
 
 namespace gdpa {
 
@@ -172,10 +172,9 @@ class Sm90BackwardImpl final : public Sm90Backward {
     const size_t acc_floats = pair_ ? 0 : size_t(slots_) * size_t(p.heads_q) * size_t(p.head_dim) * sm90::kBwdBlockM;
     accum_ = DeviceBuffer(std::max<size_t>(16, acc_floats * sizeof(float)));
     semaphores_ = DeviceBuffer(opt_.deterministic && !pair_ ? std::max<size_t>(16, size_t(slots_) * p.heads_q * sizeof(int)) : 16);
-    if (flags & sm90::kBwdTrace) {
-      trace_path_ = opt_.bwd_trace.empty() ? std::string(kDefaultBwdTracePath) : opt_.bwd_trace;
-      trace_ = DeviceBuffer(kTraceWords * sizeof(int32_t));
-    }
+    if (flags & sm90::kBwdTrace)
+      trace_ = TraceBuffer(opt_.bwd_trace.empty() ? std::string(kDefaultBwdTracePath) : opt_.bwd_trace,
+                           sm90::kBwdTraceCtas, sm90::kBwdTraceRoles, sm90::kBwdTraceSlots);
 
   }
 
@@ -200,10 +199,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     params.dq_accum = reinterpret_cast<float*>(accum_.ptr());
     params.deterministic = opt_.deterministic ? 1 : 0;
     params.semaphores = reinterpret_cast<int*>(semaphores_.ptr());
-    if (!trace_path_.empty()) {
-      trace_.fill_u32(0u, stream);  // unused records stay zero
-      params.trace = reinterpret_cast<void*>(trace_.ptr());
-    }
+    if (trace_.on()) params.trace = trace_.arm(stream);
 
     if (num_tiles_ > 0) {  // no KV rows at all: dK, dV are empty and dQ is all zeros
       // An empty tensor has no map (a dimension of 0 is illegal); with total_q = 0 every tile has
@@ -231,7 +227,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
       void* args[] = {&params};
       launch(convert_->function(), shape, stream, args);
     }
-    if (!trace_path_.empty()) write_trace(stream);
+    if (trace_.on()) trace_.save(stream);
   }
 
  private:
@@ -245,19 +241,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
   size_t smem_ = 0;
   bool pair_ = false;  // kBwdPair: clusters of two, no accumulator, no dq_convert
   unsigned grid_ = 0;
-  // kBwdTrace: [CTAs][roles][slots][4] 32-bit words (bwd_trace.cuh BwdTraceRecord).
-  static constexpr size_t kTraceWords = size_t(sm90::kBwdTraceCtas) * sm90::kBwdTraceRoles * sm90::kBwdTraceSlots * 4;
-  DeviceBuffer trace_;
-  std::string trace_path_;
-
-  // Profiling only: waits for the backward, so the timing of a traced run includes the wait.
-  void write_trace(CUstream stream) const {
-    GDPA_CU(cu().cuStreamSynchronize(stream));
-    std::vector<int32_t> words(kTraceWords);
-    trace_.download(words);
-    save_npy(trace_path_, words.data(),
-             {sm90::kBwdTraceCtas, sm90::kBwdTraceRoles, sm90::kBwdTraceSlots, 4});
-  }
+  TraceBuffer trace_;  // kBwdTrace only
 
   LaunchShape main_shape() const {
     LaunchShape shape;

@@ -61,8 +61,16 @@ struct GdpaParams {
   // the host from `tiles` so the kernel reads one record per tile instead of a chain of dependent
   // loads (tile -> cu_seqlens -> kv_index) whose latency would sit on the critical path.
   const void* tile_records;
-  // Profiling variants only (kernels/sm90/bwd_trace.cuh): event timestamps of the first CTAs' roles.
+  // Profiling variants only (kernels/sm90/trace.cuh): event timestamps of the first CTAs' roles,
+  // TraceRecord[CTAs][roles][slots].
   void* trace;
+};
+
+// One record of a profiling trace, four 32-bit words: SM cycles (low, high), event | step << 8,
+// global timer ns (low 32 bits). The host writes the buffer as an int32 .npy of shape [CTAs, roles,
+// slots, 4]; unused records stay zero.
+struct TraceRecord {
+  unsigned clock_lo, clock_hi, event_step, ns;
 };
 
 }  // namespace gdpa

@@ -49,7 +49,7 @@ enum BwdFlags : int {
   // is the slower side of every pair step; this takes a barrier and the row copy off its path.
   kBwdDqTmaStore = 64,
   // Not an optimization: a profiling variant whose roles write event timestamps for the first CTAs
-  // into GdpaParams::trace (kernels/sm90/bwd_trace.cuh; registry name sm90-bwd-trace).
+  // into GdpaParams::trace (kernels/sm90/trace.cuh; registry name sm90-bwd-trace).
   kBwdTrace = 128,
   // The dQ job goes first in the warpgroup's second GEMM batch, in its own commit group, and is
   // handed over to the writer (staged, or the block finished) while dV and dK still run, instead of
@@ -169,7 +169,7 @@ GDPA_HD void bwd_query_interval(int mask_kind, int key, int len_q, int len_k, in
   *count = b - a;
 }
 
-// ---- kBwdTrace: the events the roles record (bwd_trace.cuh) and the record layout ----------------
+// ---- kBwdTrace: the events the roles record (trace.cuh; records are TraceRecord, params.h) --------
 enum BwdTraceEvent : unsigned {
   // Consumer warpgroups (roles 0 and 1), per step unless noted.
   kTrTileStart = 1,  // K and V of the work tile have arrived (once per tile)
@@ -197,13 +197,6 @@ enum BwdTraceEvent : unsigned {
 constexpr int kBwdTraceCtas = 8;
 constexpr int kBwdTraceRoles = 3;
 constexpr int kBwdTraceSlots = 4096;  // records per (CTA, role); later events are dropped
-
-// One record of kBwdTrace, four 32-bit words: SM cycles (low, high), event | step << 8, global
-// timer ns (low 32 bits). The host writes the buffer as an int32 .npy of shape [CTAs, roles,
-// slots, 4]; unused records stay zero.
-struct BwdTraceRecord {
-  unsigned clock_lo, clock_hi, event_step, ns;
-};
 
 // ---- shared memory ------------------------------------------------------------------------------
 // Byte offsets inside the 1024-byte aligned dynamic shared memory. Every 128B-swizzled operand

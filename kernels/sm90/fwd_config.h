@@ -16,14 +16,46 @@ enum FwdFlags : int {
                          // keep K and V in shared memory instead of reloading them (short KV)
   kFwdHalfFold = 64,     // GELU tanh forms in bf16: P = round(2 f), one multiply fewer per score, and O
                          // halved once in the epilogue (bit-identical O; activations.cuh act_twice_f)
-  kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold,
+  kFwdSkipEmptyHalf = 128,  // a consumer warpgroup whose 64 query rows all lie past the sequence's end
+                            // (a last tile holding at most 64 rows) takes its pingpong turns and
+                            // releases its slots without issuing GEMMs, activating or storing
+  kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
+                     kFwdSkipEmptyHalf,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled
   // every block, normalised at the end), to measure what the softmax bookkeeping costs and what
   // GDPA gains by not having it (the paper's "freed softmax resources").
   kFwdSoftmax = 32,
+  // Not an ablation: the profiling variant (registry name sm90-fwd-trace). One thread of each
+  // consumer warpgroup of the first kFwdTraceCtas CTAs records FwdTraceEvents into
+  // GdpaParams::trace (trace.cuh); experiments/trace_fwd.py reads them.
+  kFwdTrace = 8192,
+  // Every bit a caller may set (the act mix's bits, act_mix.h, are chosen by the host).
+  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace,
 };
+
+// ---- kFwdTrace: the events a consumer warpgroup records (step = the key block's index in its tile)
+enum FwdTraceEvent : unsigned {
+  kFtTileStart = 1,  // the tile's record is read (once per tile)
+  kFtTurn,           // the warpgroup holds its pingpong turn (block 0 unless prefetched, every step, the finish)
+  kFtIssued,         // its GEMMs of that turn are issued and the turn passed on
+  kFtQkIssued,       // inside an inner step's turn: QK^T_j issued, PV_j-1 not yet
+  kFtSReady,         // S of the step's block is complete
+  kFtActDone,        // P of that block is computed
+  kFtPvDone,         // the previous block's PV GEMM is complete (end of a step)
+  kFtLastPvDone,     // the tile's last PV GEMM is complete: the epilogue starts (once per tile)
+  kFtEpilogueEnd,    // O staged and its stores issued (once per tile)
+};
+constexpr int kFwdTraceCtas = 8;
+constexpr int kFwdTraceRoles = 2;
+constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); later events are dropped
+
+// kFwdSkipEmptyHalf by default only up to this mean key length. Measured against the same kernel
+// without it (self s = 0.5, experiments/ablate_skip_empty_half.sh and A/B runs, twelfth session):
+// +2-4 % at L = 256 / 512 (mean Lk 128 / 256), +1 % at L = 1024 (512), but 2-3 % slower at L = 2048
+// (mean Lk 1024) in four of four pairs, where one tile in about sixteen has an empty half.
+constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 
 constexpr int kFwdConsumerWarpgroups = 2;
 constexpr int kFwdBlockM = 64 * kFwdConsumerWarpgroups;  // 64 query rows per consumer warpgroup

@@ -65,12 +65,16 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
-#include "bwd_trace.cuh"
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "pipeline.cuh"
+#include "trace.cuh"
 
 namespace gdpa::sm90 {
+
+// kBwdTrace's recorder: the two consumer warpgroups (roles 0, 1) and the producer (role 2).
+template <bool ON>
+using BwdTracer = RoleTracer<ON, kBwdTraceCtas, kBwdTraceRoles, kBwdTraceSlots>;
 
 // The dQ hand-off between consumer warpgroup cw and the writer warp follows FA3's full/empty
 // protocol on a pair of mbarriers per consumer (BwdBarriers::dq_full / dq_empty): the consumer's

@@ -32,6 +32,7 @@
 #include "fragments.cuh"
 #include "fwd_config.h"
 #include "pipeline.cuh"
+#include "trace.cuh"
 
 namespace gdpa::sm90 {
 
@@ -255,6 +256,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
   constexpr bool kUnit = (FLAGS & kFwdUnitLogitScale) != 0;
   constexpr bool kSoftmax = (FLAGS & kFwdSoftmax) != 0;
+  constexpr bool kSkipEmpty = (FLAGS & kFwdSkipEmptyHalf) != 0;
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
@@ -273,6 +275,8 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   SoftmaxRows rows;  // softmax variant only (dead code for GDPA)
   float corr[2];
 
+  RoleTracer<(FLAGS & kFwdTrace) != 0, kFwdTraceCtas, kFwdTraceRoles, kFwdTraceSlots> trace(
+      p, cw, int(threadIdx.x) == 128 * (cw + 1));
   FwdTurns<FLAGS>::start(cw);
 
   int q_count = 0;   // Q tiles consumed; the producer loads them in the same order
@@ -293,6 +297,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     if (have_next) nxt = fwd_tile(p, it_next);
     if (it_next + stride < end) ptx::prefetch_l1(records + it_next + stride);
     const bool next_reuse = kReuse && have_next && nxt.reuses_kv();
+    trace(kFtTileStart, 0);
     const int row0 = cur.m0 + 64 * cw;  // sequence-local row of this warpgroup's fragment row 0
     // Where this warpgroup's 64 output rows go; computed where used, not held through the loop.
     auto out_rows = [&]() {
@@ -315,18 +320,81 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     const unsigned q_addr = q_tile(q_count);
     const int qs = q_count % QS;
 
+    // ---- kFwdSkipEmptyHalf: all of this warpgroup's rows lie past the sequence's end ----
+    // (the second warpgroup on a last tile of at most 64 rows). It walks the tile's slots and turns
+    // exactly as the busy path below does (the empty barriers count one arrival per consumer warp
+    // and the pingpong needs both warpgroups to take the same number of turns), without GEMMs, the
+    // activation or the store; only the next tile's first QK^T is issued in the last turn, as the
+    // outer pipeline does. A separate path rather than conditions inside the busy one: predicated
+    // wgmma issues in the steady-state loop cost 5-7 % at s = 1, where no tile is ever idle.
+    if (kSkipEmpty && row0 >= cur.len_q) {
+      if (!first_s_in_flight) {
+        consumer_wait(bars->q[qs], phase_of(q_count, QS));
+        if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
+        FwdTurns<FLAGS>::wait(cw);
+        trace(kFtTurn, 0);
+        FwdTurns<FLAGS>::pass(cw);
+        trace(kFtIssued, 0);
+      }
+      ptx::wgmma_wait<0>();  // the QK^T the previous tile issued for this one, unused
+      if (release_kv) consumer_release(bars->k[kvb % ST]);
+      for (int j = 1; j < nblocks; ++j) {
+        const int kj = kvb + j, vj = kvb + j - 1;
+        if (fresh) {
+          consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
+          consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
+        }
+        FwdTurns<FLAGS>::wait(cw);
+        trace(kFtTurn, j);
+        FwdTurns<FLAGS>::pass(cw);
+        trace(kFtIssued, j);
+        if (release_kv) {
+          consumer_release(bars->k[kj % ST]);
+          consumer_release(bars->v[vj % ST]);
+        }
+      }
+      consumer_release(bars->q[qs]);
+      const int vj = kvb + nblocks - 1;
+      const bool prefetch = kOuter && have_next && !nxt.empty();
+      const int next_kvb = next_reuse ? kvb : kvb + nblocks;
+      if (fresh) consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
+      if (prefetch) {
+        consumer_wait(bars->q[(q_count + 1) % QS], phase_of(q_count + 1, QS));
+        if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
+      }
+      FwdTurns<FLAGS>::wait(cw);
+      trace(kFtTurn, nblocks);
+      if (prefetch) {
+        ptx::wgmma_fence();
+        issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
+        ptx::wgmma_commit();
+      }
+      FwdTurns<FLAGS>::pass(cw);
+      trace(kFtIssued, nblocks);
+      if (release_kv) consumer_release(bars->v[vj % ST]);
+      if (fresh) kv_count += nblocks;
+      ++q_count;
+      first_s_in_flight = prefetch;
+      it = it_next;
+      cur = nxt;
+      continue;
+    }
+
     // ---- block 0: S_0 = Q K_0^T (already in flight if the previous tile issued it) ----
     if (!first_s_in_flight) {
       consumer_wait(bars->q[qs], phase_of(q_count, QS));
       if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
       FwdTurns<FLAGS>::wait(cw);
+      trace(kFtTurn, 0);
       ptx::wgmma_fence();
       issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kvb));
       ptx::wgmma_commit();
       FwdTurns<FLAGS>::pass(cw);
+      trace(kFtIssued, 0);
     }
     ptx::wgmma_wait<0>();
     ptx::fence_operand(s_acc);
+    trace(kFtSReady, 0);
     if (release_kv) consumer_release(bars->k[kvb % ST]);
     if (nblocks == 1) consumer_release(bars->q[qs]);
     if constexpr (kSoftmax) {
@@ -335,6 +403,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     } else {
       activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
     }
+    trace(kFtActDone, 0);
 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
     auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4]) {
@@ -344,9 +413,11 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
       }
       FwdTurns<FLAGS>::wait(cw);
+      trace(kFtTurn, j);
       ptx::wgmma_fence();
       issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
       ptx::wgmma_commit();
+      trace(kFtQkIssued, j);
       if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
         ptx::wgmma_wait<0>();
         ptx::fence_operand(s_acc);
@@ -354,20 +425,24 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       issue_pv<DTYPE, D, BN>(o_acc, p_in, v_tile(vj), j > 1);
       ptx::wgmma_commit();
       FwdTurns<FLAGS>::pass(cw);
+      trace(kFtIssued, j);
       if constexpr (kOverlap)
         ptx::wgmma_wait<1>();  // S_j done; the PV GEMM may still run under the activation
       else
         ptx::wgmma_wait<0>();
       ptx::fence_operand(s_acc);
+      trace(kFtSReady, j);
       if (release_kv) consumer_release(bars->k[kj % ST]);
       if (j == nblocks - 1) consumer_release(bars->q[qs]);
       if constexpr (kSoftmax)
         softmax_block<DTYPE, MASK, BN>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f, rows, corr);
       else
         activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
+      trace(kFtActDone, j);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(p_in);
       ptx::fence_operand(o_acc);
+      trace(kFtPvDone, j);
       // Softmax: O so far is relative to the previous row max; bring it to the new one before the
       // next PV GEMM adds P_j V_j (GDPA has no such step: nothing to rescale).
       if constexpr (kSoftmax) scale_rows<D>(o_acc, corr);
@@ -385,6 +460,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
       }
       FwdTurns<FLAGS>::wait(cw);
+      trace(kFtTurn, nblocks);
       ptx::wgmma_fence();
       issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
       ptx::wgmma_commit();
@@ -393,12 +469,14 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_commit();
       }
       FwdTurns<FLAGS>::pass(cw);
+      trace(kFtIssued, nblocks);
       if (prefetch)
         ptx::wgmma_wait<1>();
       else
         ptx::wgmma_wait<0>();
       ptx::fence_operand(o_acc);
       ptx::fence_operand(p_last);
+      trace(kFtLastPvDone, nblocks);
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
@@ -406,6 +484,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
                               out_rows(), row_stride, cur.len_q - row0,
                               kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f, int(threadIdx.x) - 128 * (cw + 1),
                               kBarEpilogueBase + cw);
+      trace(kFtEpilogueEnd, nblocks);
       return prefetch;
     };
 

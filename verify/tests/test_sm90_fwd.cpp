@@ -51,11 +51,12 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
   };
   // The benchmark variant and a D = 64 one keep every register; the heaviest combination (the
   // 10-FMA gelu_poly with a two-sided window mask) spills a few loop-carried scalars, a handful of
-  // local accesses per tile against ~16k instructions per tile, never a fragment register. The
+  // local accesses per tile against ~16k instructions per tile, never a fragment register (13 with
+  // kFwdSkipEmptyHalf's per-tile flag, 4 without). The
   // mixed fast_gelu at D = 128 keeps one per-tile predicate (the outer-pipeline test) in local
   // memory: one store and one load per tile.
   const V variants[] = {{kBF16, 128, kFastGelu, kMaskNone, 0, -1},  {kFP16, 64, kSilu, kMaskCausal, 0, -1},
-                        {kBF16, 128, kGeluPoly, kMaskWindow, 10, -1}, {kBF16, 128, kFastGelu, kMaskNone, 2, 4},
+                        {kBF16, 128, kGeluPoly, kMaskWindow, 16, -1}, {kBF16, 128, kFastGelu, kMaskNone, 2, 4},
                         {kBF16, 64, kFastGelu, kMaskCausal, 0, 6}};
   for (const V& v : variants) {
     p.dtype = v.dt;
@@ -115,6 +116,28 @@ TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and tr
   p.activation = kFastGelu;
   CHECK(sm90_kernel_sources(p, opt, false)[0].name_expression !=
         sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression);
+}
+
+TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdSkipEmptyMaxMeanLenK") {
+  using namespace sm90;
+  ProblemDesc p;
+  p.dtype = kBF16;
+  p.head_dim = 128;
+  p.activation = kFastGelu;
+  const int limit = kFwdSkipEmptyMaxMeanLenK;
+  auto flags_for = [&](int len_a, int len_b, const Sm90Options& opt) {
+    p.cu_seqlens_q = p.cu_seqlens_k = {0, len_a, len_a + len_b};
+    const std::string name = sm90_kernel_sources(p, opt, false)[0].name_expression;  // "...,<flags>>"
+    return std::stoi(name.substr(name.rfind(',') + 1));
+  };
+  const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
+  const int above = flags_for(limit - 100, limit + 101, Sm90Options{});     // just above it
+  CHECK((at_limit & kFwdSkipEmptyHalf) != 0);
+  CHECK((above & kFwdSkipEmptyHalf) == 0);
+  CHECK((at_limit & ~kFwdSkipEmptyHalf) == (above & ~kFwdSkipEmptyHalf));  // nothing else differs
+  Sm90Options explicit_flags;  // explicit flags are used as given
+  explicit_flags.fwd_flags = kFwdDefaultFlags;
+  CHECK((flags_for(limit - 100, limit + 101, explicit_flags) & kFwdSkipEmptyHalf) != 0);
 }
 
 TEST_CASE("sm90 forward loads only the 64-row halves of a tile that hold its rows") {

@@ -1,5 +1,6 @@
-// test_trace_tool.cpp — experiments/trace_bwd.py against a synthetic kBwdTrace buffer whose phases
-// are known, written in the layout the launcher writes (bwd_config.h BwdTraceRecord, int32 .npy).
+// test_trace_tool.cpp — experiments/trace_bwd.py and trace_fwd.py against synthetic kBwdTrace /
+// kFwdTrace buffers whose phases are known, written in the layout the launchers write (params.h
+// TraceRecord, int32 .npy).
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "../../host/compile.h"
 #include "../../host/npy.h"
 #include "../../kernels/sm90/bwd_config.h"
+#include "../../kernels/sm90/fwd_config.h"
 
 namespace {
 
@@ -59,23 +61,72 @@ std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, i
   return words;
 }
 
-// Runs experiments/trace_bwd.py on a synthetic trace; its printout ("" where python3 is missing).
-std::string run_trace_tool(const std::vector<Phase>& step) {
+// Runs experiments/<script> on a trace buffer of the given shape; its printout ("" where python3 is
+// missing).
+std::string run_trace_script(const std::string& script, const std::vector<int32_t>& words,
+                             const std::vector<int64_t>& shape) {
   if (std::system("python3 -c pass > /dev/null 2>&1") != 0) return "";
-  const std::vector<int32_t> words = synthetic_trace(step, 400, 800, 300);
   const std::filesystem::path dir = std::filesystem::temp_directory_path();
   const std::string npy = (dir / "gdpa-trace-tool-test.npy").string();
   const std::string out = (dir / "gdpa-trace-tool-test.txt").string();
-  gdpa::save_npy(npy, words.data(), {kBwdTraceCtas, kBwdTraceRoles, kBwdTraceSlots, 4});
+  gdpa::save_npy(npy, words.data(), shape);
   const std::string cmd =
-      "python3 '" + gdpa::source_root() + "/experiments/trace_bwd.py' '" + npy + "' > '" + out + "' 2>&1";
+      "python3 '" + gdpa::source_root() + "/experiments/" + script + "' '" + npy + "' > '" + out + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream f(out);
   std::stringstream text;
   text << f.rdbuf();
   std::filesystem::remove(npy);
   std::filesystem::remove(out);
-  return rc == 0 ? text.str() : "trace_bwd.py failed:\n" + text.str();
+  return rc == 0 ? text.str() : script + " failed:\n" + text.str();
+}
+
+// Runs experiments/trace_bwd.py on a synthetic backward trace.
+std::string run_trace_tool(const std::vector<Phase>& step) {
+  return run_trace_script("trace_bwd.py", synthetic_trace(step, 400, 800, 300),
+                          {kBwdTraceCtas, kBwdTraceRoles, kBwdTraceSlots, 4});
+}
+
+// A forward trace: CTA 0's two consumer warpgroups, warpgroup 1 running `shift` cycles behind
+// warpgroup 0, each through three tiles of five key blocks (block 0, four inner steps, the
+// finish) with the inner steps' phases fixed. Timer ns = cycles / 2 (2 GHz).
+std::vector<int32_t> synthetic_fwd_trace(int shift) {
+  std::vector<int32_t> words(size_t(kFwdTraceCtas) * kFwdTraceRoles * kFwdTraceSlots * 4, 0);
+  for (int role = 0; role < 2; ++role) {
+    int32_t* rec = words.data() + size_t(role) * kFwdTraceSlots * 4;
+    long long cycles = 1000 + role * shift;
+    int n = 0;
+    auto put = [&](unsigned event, int step, int after) {
+      cycles += after;
+      rec[4 * n] = int32_t(uint32_t(cycles));
+      rec[4 * n + 1] = int32_t(uint32_t(cycles >> 32));
+      rec[4 * n + 2] = int32_t(event | unsigned(step) << 8);
+      rec[4 * n + 3] = int32_t(uint32_t(cycles / 2));
+      ++n;
+    };
+    for (int tile = 0; tile < 3; ++tile) {
+      put(kFtTileStart, 0, 10);
+      if (tile == 0) {  // later tiles' first QK^T rode in the previous finish
+        put(kFtTurn, 0, 100);
+        put(kFtIssued, 0, 300);
+      }
+      put(kFtSReady, 0, 250);
+      put(kFtActDone, 0, 1200);
+      for (int j = 1; j < 5; ++j) {
+        put(kFtTurn, j, 100);
+        put(kFtQkIssued, j, 300);
+        put(kFtIssued, j, 500);
+        put(kFtSReady, j, 250);
+        put(kFtActDone, j, 1200);
+        put(kFtPvDone, j, 100);
+      }
+      put(kFtTurn, 5, 100);
+      put(kFtIssued, 5, 800);
+      put(kFtLastPvDone, 5, 150);
+      put(kFtEpilogueEnd, 5, 900);
+    }
+  }
+  return words;
 }
 
 // A step's events up to the second turn, the same in both orders of the second GEMM batch:
@@ -123,4 +174,33 @@ TEST_CASE("trace_bwd.py: kBwdDqFirst's order, the hand-over inside the dV / dK b
   CHECK(s.find("hand-over 200 = buffer free 80") != std::string::npos);
   CHECK(s.find("dV + dK + dQ             1000") != std::string::npos);
   CHECK(s.find("dV + dK after it          500") != std::string::npos);
+}
+
+TEST_CASE("trace_fwd.py: the phases of an inner step and the warpgroups' turn lags from a known trace") {
+  // Warpgroup 1 runs 1000 cycles behind warpgroup 0. A step (turn to turn) is 100 + 300 + 500 + 250
+  // + 1200 + 100 = 2450 cycles. Warpgroup 1's turn comes 1000 + 100 - 900 = 200 cycles after
+  // warpgroup 0 passed its own (turn + 800); warpgroup 0's next turn comes 2450 - 1000 - 800 = 650
+  // cycles after warpgroup 1 passed. Their activations [1150, 2350) and [2150, 3350) past warpgroup
+  // 0's turn share 200 of 1200 cycles.
+  const std::string s = run_trace_script("trace_fwd.py", synthetic_fwd_trace(1000),
+                                         {kFwdTraceCtas, kFwdTraceRoles, kFwdTraceSlots, 4});
+  if (s.empty()) {
+    MESSAGE("no python3 here: trace_fwd.py not tried");
+    return;
+  }
+  CAPTURE(s);
+  CHECK(s.find("2 recorders") != std::string::npos);
+  CHECK(s.find("SM clock 2.000 GHz") != std::string::npos);
+  CHECK(s.find("median: 2450 cycles") != std::string::npos);
+  CHECK(s.find("wait turn         100") != std::string::npos);
+  CHECK(s.find("issue             800") != std::string::npos);
+  CHECK(s.find("issue QK        300") != std::string::npos);
+  CHECK(s.find("issue PV        500") != std::string::npos);
+  CHECK(s.find("S ready           250") != std::string::npos);
+  CHECK(s.find("activation       1200") != std::string::npos);
+  CHECK(s.find("PV done           100") != std::string::npos);
+  CHECK(s.find("last PV 150, epilogue 900") != std::string::npos);
+  CHECK(s.find("warpgroup 0 took its turn 650 cycles") != std::string::npos);
+  CHECK(s.find("warpgroup 1 took its turn 200 cycles") != std::string::npos);
+  CHECK(s.find("other warpgroup's: 17 %") != std::string::npos);
 }
