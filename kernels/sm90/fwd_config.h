@@ -52,9 +52,10 @@ constexpr int kFwdTraceRoles = 2;
 constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); later events are dropped
 
 // kFwdSkipEmptyHalf by default only up to this mean key length. Measured against the same kernel
-// without it (self s = 0.5, experiments/ablate_skip_empty_half.sh and A/B runs, twelfth session):
-// +2-4 % at L = 256 / 512 (mean Lk 128 / 256), +1 % at L = 1024 (512), but 2-3 % slower at L = 2048
-// (mean Lk 1024) in four of four pairs, where one tile in about sixteen has an empty half.
+// without it (self s = 0.5, experiments/ablate_skip_empty_half.sh and A/B runs, twelfth session,
+// seven pairs): 1.00-1.04x at L = 512 (mean Lk 256), 0.95-1.05x at L = 256 (128), 0.98-1.11x at
+// L = 1024 (512), but 0.94-0.98x at L = 2048 (mean Lk 1024) in six of six pairs, where one tile in
+// about sixteen has an empty half.
 constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 
 constexpr int kFwdConsumerWarpgroups = 2;
