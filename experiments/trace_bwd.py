@@ -11,12 +11,10 @@ the median cycles of each phase of a step, a step's total, and what a work tile 
 its steps (the tail after its last step, the dK / dV epilogue, the wait for the next K / V).
 Pure Python: reads the int32 .npy itself.
 """
-import argparse
 import json
 import os
-import sys
 
-from trace_lib import header_enum, median, read_npy_int32, records, sm_ghz
+from trace_lib import header_enum, load_trace, median, summary_head
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "..", "kernels", "sm90", "bwd_config.h")
@@ -115,16 +113,7 @@ def analyse_consumer(recs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("trace", help=".npy written by the sm90-bwd-trace variant")
-    ap.add_argument("--json", help="write the summary here as well")
-    args = ap.parse_args()
-    shape, words = read_npy_int32(args.trace)
-    recs = records(shape, words)
-    if not recs:
-        sys.exit("no records: was the trace variant run on a problem with work?")
-
-    ghz = sm_ghz(recs)
+    args, recs, ghz = load_trace(__doc__.split("\n\n")[0], "sm90-bwd-trace")
 
     phases = {name: [] for name, *_ in PHASES + SUBPHASES}
     steps, tiles = [], []
@@ -150,14 +139,8 @@ def main():
 
     step_med = median(steps)
     full = [t for t in tiles if "time" in t]
-    summary = {
-        "trace": os.path.basename(args.trace),
-        "sm_ghz": round(ghz, 3),
-        "recorders": len(recs),
-        "steps_measured": len(steps),
-        "tiles_measured": len(full),
-        "step_cycles_median": step_med,
-        "phases_cycles_median": {k: median(v) for k, v in phases.items()},
+    summary = summary_head(args.trace, ghz, recs, steps, len(full), phases)
+    summary.update({
         "tile": {
             "steps_median": median([t["steps"] for t in full]),
             "time_cycles_median": median([t["time"] for t in full]),
@@ -181,7 +164,7 @@ def main():
             }
             for par, runs in by_parity.items() if runs
         },
-    }
+    })
 
     us = lambda c: c / ghz / 1e3 if ghz == ghz and ghz > 0 else float("nan")
     print(f"{args.trace}: {len(recs)} recorders, {len(steps)} steps, {len(full)} whole tiles, SM clock {ghz:.3f} GHz")

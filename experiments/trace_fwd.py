@@ -13,12 +13,10 @@ cores: how long each waited for the turn after the other passed it, and how much
 activations ran at the same time (both then compete for the MUFU and FMA pipes while the
 tensor cores may have nothing queued). Pure Python.
 """
-import argparse
 import json
 import os
-import sys
 
-from trace_lib import header_enum, median, read_npy_int32, records, sm_ghz
+from trace_lib import header_enum, load_trace, median, summary_head
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EV = header_enum(os.path.join(HERE, "..", "kernels", "sm90", "fwd_config.h"), "FwdTraceEvent")
@@ -127,15 +125,7 @@ def turn_lags(recs_a, recs_b):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("trace", help=".npy written by the sm90-fwd-trace variant")
-    ap.add_argument("--json", help="write the summary here as well")
-    args = ap.parse_args()
-    shape, words = read_npy_int32(args.trace)
-    recs = records(shape, words)
-    if not recs:
-        sys.exit("no records: was the trace variant run on a problem with work?")
-    ghz = sm_ghz(recs)
+    args, recs, ghz = load_trace(__doc__.split("\n\n")[0], "sm90-fwd-trace")
 
     phases = {name: [] for name, *_ in STEP_PHASES}
     steps, bounds, lags = [], [], {0: [], 1: []}
@@ -155,14 +145,8 @@ def main():
 
     step_med = median(steps)
     whole = [b for b in bounds if "finish_to_next_turn" in b]
-    summary = {
-        "trace": os.path.basename(args.trace),
-        "sm_ghz": round(ghz, 3),
-        "recorders": len(recs),
-        "steps_measured": len(steps),
-        "tiles_measured": len(bounds),
-        "step_cycles_median": step_med,
-        "phases_cycles_median": {k: median(v) for k, v in phases.items()},
+    summary = summary_head(args.trace, ghz, recs, steps, len(bounds), phases)
+    summary.update({
         "tile": {
             "blocks_median": median([b["blocks"] for b in bounds]),
             "last_pv_cycles_median": median([b["last_pv"] for b in bounds if "last_pv" in b]),
@@ -176,7 +160,7 @@ def main():
             f"warpgroup {r}": sorted(v)[int(0.9 * (len(v) - 1))] if v else float("nan") for r, v in lags.items()
         },
         "activation_overlap_fraction": act_shared / act_cycles if act_cycles else float("nan"),
-    }
+    })
 
     us = lambda c: c / ghz / 1e3 if ghz == ghz and ghz > 0 else float("nan")
     print(f"{args.trace}: {len(recs)} recorders, {len(steps)} steps, {len(bounds)} tiles, SM clock {ghz:.3f} GHz")

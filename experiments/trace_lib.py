@@ -1,7 +1,9 @@
 """trace_lib.py — reading the event traces of the profiling variants (kernels/sm90/trace.cuh):
 the event numbers from the kernel's config header, the int32 .npy the launcher writes, and the
 records per recorder. Shared by trace_fwd.py and trace_bwd.py. Pure Python."""
+import argparse
 import ast
+import os
 import re
 import statistics
 import struct
@@ -65,6 +67,18 @@ def records(shape, words):
     return out
 
 
+def load_trace(description, variant):
+    """A trace tool's command line (TRACE.npy [--json OUT]) and its trace: (args, records, SM GHz)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("trace", help=f".npy written by the {variant} variant")
+    ap.add_argument("--json", help="write the summary here as well")
+    args = ap.parse_args()
+    recs = records(*read_npy_int32(args.trace))
+    if not recs:
+        sys.exit("no records: was the trace variant run on a problem with work?")
+    return args, recs, sm_ghz(recs)
+
+
 def sm_ghz(recs):
     """SM clock from the recorders' own (cycles, ns) pairs: the cycle counter over the global timer,
     first to last record of each recorder, the median over recorders."""
@@ -77,3 +91,16 @@ def sm_ghz(recs):
 
 def median(v):
     return statistics.median(v) if v else float("nan")
+
+
+def summary_head(trace, ghz, recs, steps, tiles_measured, phases):
+    """The first fields of a trace tool's JSON summary, the same in both tools."""
+    return {
+        "trace": os.path.basename(trace),
+        "sm_ghz": round(ghz, 3),
+        "recorders": len(recs),
+        "steps_measured": len(steps),
+        "tiles_measured": tiles_measured,
+        "step_cycles_median": median(steps),
+        "phases_cycles_median": {k: median(v) for k, v in phases.items()},
+    }

@@ -320,6 +320,20 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     const unsigned q_addr = q_tile(q_count);
     const int qs = q_count % QS;
 
+    // The waits before a tile's last turn: its last V block and, with outer pipelining, the next
+    // tile's Q and first K block, whose QK^T rides in that turn; then the turn itself.
+    auto wait_last_turn = [&] {
+      const int vj = kvb + nblocks - 1;
+      const int next_kvb = next_reuse ? kvb : kvb + nblocks;
+      if (fresh) consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
+      if (kOuter && have_next && !nxt.empty()) {
+        consumer_wait(bars->q[(q_count + 1) % QS], phase_of(q_count + 1, QS));
+        if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
+      }
+      FwdTurns<FLAGS>::wait(cw);
+      trace(kFtTurn, nblocks);
+    };
+
     // ---- kFwdSkipEmptyHalf: all of this warpgroup's rows lie past the sequence's end ----
     // (the second warpgroup on a last tile of at most 64 rows). It walks the tile's slots and turns
     // exactly as the busy path below does (the empty barriers count one arrival per consumer warp
@@ -357,13 +371,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       const int vj = kvb + nblocks - 1;
       const bool prefetch = kOuter && have_next && !nxt.empty();
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
-      if (fresh) consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
-      if (prefetch) {
-        consumer_wait(bars->q[(q_count + 1) % QS], phase_of(q_count + 1, QS));
-        if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
-      }
-      FwdTurns<FLAGS>::wait(cw);
-      trace(kFtTurn, nblocks);
+      wait_last_turn();
       if (prefetch) {
         ptx::wgmma_fence();
         issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
@@ -454,13 +462,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       const int vj = kvb + nblocks - 1;
       const bool prefetch = kOuter && have_next && !nxt.empty();
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
-      if (fresh) consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
-      if (prefetch) {
-        consumer_wait(bars->q[(q_count + 1) % QS], phase_of(q_count + 1, QS));
-        if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
-      }
-      FwdTurns<FLAGS>::wait(cw);
-      trace(kFtTurn, nblocks);
+      wait_last_turn();
       ptx::wgmma_fence();
       issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
       ptx::wgmma_commit();
