@@ -11,10 +11,9 @@ the median cycles of each phase of a step, a step's total, and what a work tile 
 its steps (the tail after its last step, the dK / dV epilogue, the wait for the next K / V).
 Pure Python: reads the int32 .npy itself.
 """
-import json
 import os
 
-from trace_lib import header_enum, load_trace, median, summary_head
+from trace_lib import header_enum, load_trace, median, summary_head, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "..", "kernels", "sm90", "bwd_config.h")
@@ -191,10 +190,7 @@ def main():
     parts = ", ".join(f"{k} {v:.0f}" for k, v in t["epilogue_parts_cycles_median"].items())
     print(f"  epilogue in parts (rank 1 of a pair first waits for the writer): {parts}")
     print(f"producer: K/V issued -> tile start {summary['kv_issue_to_tile_start_cycles_median']:.0f} cycles")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
+    write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,9 @@ cores: how long each waited for the turn after the other passed it, and how much
 activations ran at the same time (both then compete for the MUFU and FMA pipes while the
 tensor cores may have nothing queued). Pure Python.
 """
-import json
 import os
 
-from trace_lib import header_enum, load_trace, median, summary_head
+from trace_lib import header_enum, load_trace, median, summary_head, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EV = header_enum(os.path.join(HERE, "..", "kernels", "sm90", "fwd_config.h"), "FwdTraceEvent")
@@ -178,10 +177,7 @@ def main():
               f"(median; p90 {summary['turn_lag_cycles_p90'][f'warpgroup {r}']:.0f}) after the other passed it")
     print(f"activations running at the same time as the other warpgroup's: "
           f"{100 * summary['activation_overlap_fraction']:.0f} % of activation cycles")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=1)
-            f.write("\n")
+    write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ the event numbers from the kernel's config header, the int32 .npy the launcher w
 records per recorder. Shared by trace_fwd.py and trace_bwd.py. Pure Python."""
 import argparse
 import ast
+import json
 import os
 import re
 import statistics
@@ -77,6 +78,14 @@ def load_trace(description, variant):
     if not recs:
         sys.exit("no records: was the trace variant run on a problem with work?")
     return args, recs, sm_ghz(recs)
+
+
+def write_json(path, summary):
+    """The summary to `path` (the --json option), if one was given."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
 
 
 def sm_ghz(recs):
