@@ -92,6 +92,12 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "bwd-trace";
     return make_sm90_kernel(o);
   }
+  if (name == "sm90-three-wg") {  // experimental: three consumer warpgroups, steps in series
+    Sm90Options o;
+    o.fwd_flags = sm90::kFwdThreeConsumers | sm90::kFwdKvReuse | sm90::kFwdHalfFold;
+    o.label = "three-wg";
+    return make_sm90_kernel(o);
+  }
   if (name == "sm90-fwd-trace") {
     Sm90Options o;
     o.fwd_trace = fwd_trace_path();
@@ -126,7 +132,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     }
   }
   throw std::runtime_error("unknown kernel '" + name +
-                           "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
+                           "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, sm90-three-wg, "
                            "sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of kFwdAllFlags / kBwdAllFlags, "
                            "sm90-fwd-trace, sm90-bwd-trace)");
 }
@@ -134,7 +140,8 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-dq-finish-always", "sm90-softmax", "sm90-act-mix4"};
+  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-dq-finish-always", "sm90-softmax", "sm90-act-mix4",
+                                "sm90-three-wg"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

@@ -43,8 +43,9 @@ KernelSource fwd_source(const ProblemDesc& p, int flags) {
 // Host-side tile records (kernels/sm90/fwd_config.h): geometry from the offsets and the mask, and
 // whether the tile can read the K/V its CTA's previous tile left in the ring (same keys of the same
 // KV head, few enough blocks to stay resident).
-std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, bool kv_reuse) {
-  const int bm = sm90::kFwdBlockM, bn = sm90::fwd_block_n(p.head_dim);
+std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, bool kv_reuse,
+                                                 int flags = sm90::kFwdDefaultFlags) {
+  const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
   std::vector<sm90::FwdTileRecord> r(s.tiles.size());
   for (int c = 0; c < s.ctas(); ++c) {
     for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
@@ -111,16 +112,18 @@ class Sm90Kernel final : public AttentionKernel {
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
     // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
     const int resident = (flags & sm90::kFwdKvReuse) ? sm90::kFwdKvStages : 0;
-    const CtaSchedule sched = build_forward_schedule(p, sm90::kFwdBlockM, sm90::fwd_block_n(p.head_dim), opt_.policy,
+    const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), opt_.policy,
                                                      sms_, resident);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
     cta_begin_.upload(sched.cta_begin);
-    const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, (flags & sm90::kFwdKvReuse) != 0);
+    const std::vector<sm90::FwdTileRecord> records =
+        forward_records(p, sched, (flags & sm90::kFwdKvReuse) != 0, flags);
     records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
     if (!records.empty()) records_.upload(records);
-    smem_ = size_t(sm90::fwd_smem_request(p.head_dim, sm90::fwd_block_n(p.head_dim), flags));
+    smem_ = size_t(sm90::fwd_smem_request(p.head_dim, sm90::fwd_block_n(p.head_dim, flags), flags));
+    threads_ = sm90::fwd_threads(flags);
     if (flags & sm90::kFwdTrace)
       trace_ = TraceBuffer(opt_.fwd_trace.empty() ? std::string(kDefaultFwdTracePath) : opt_.fwd_trace,
                            sm90::kFwdTraceCtas, sm90::kFwdTraceRoles, sm90::kFwdTraceSlots);
@@ -151,7 +154,7 @@ class Sm90Kernel final : public AttentionKernel {
     if (trace_.on()) params.trace = trace_.arm(stream);
     LaunchShape shape;
     shape.grid[0] = unsigned(ctas_);
-    shape.block[0] = sm90::kFwdThreads;
+    shape.block[0] = unsigned(threads_);
     shape.dynamic_smem = smem_;
     void* args[] = {&tm_q, &tm_k, &tm_v, &tm_o, &params};
     launch(fwd_module_->function(), shape, stream, args);
@@ -169,7 +172,7 @@ class Sm90Kernel final : public AttentionKernel {
   int sms_ = 0;
   std::unique_ptr<Module> fwd_module_;
   DeviceBuffer cta_begin_, records_;
-  int num_tiles_ = 0, ctas_ = 0;
+  int num_tiles_ = 0, ctas_ = 0, threads_ = 0;
   size_t smem_ = 0;
   TraceBuffer trace_;  // kFwdTrace only
   std::unique_ptr<Sm90Backward> bwd_;

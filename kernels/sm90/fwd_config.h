@@ -31,8 +31,15 @@ enum FwdFlags : int {
   // consumer warpgroup of the first kFwdTraceCtas CTAs records FwdTraceEvents into
   // GdpaParams::trace (trace.cuh); experiments/trace_fwd.py reads them.
   kFwdTrace = 8192,
+  // Three consumer warpgroups (BlockM = 192) instead of two, each running its steps in series
+  // (QK^T, activation, PV, one P buffer, no pingpong, no intra-warpgroup overlap): the twelfth
+  // session's trace showed a warp waits while the tensor cores take its wgmmas, so with two
+  // warpgroups a step is one warpgroup's issue + activation in series; with three, each warp's
+  // activation can sit under the other two's GEMMs. One Q stage (the smem plan has no room for
+  // two 48 KB stages), so no outer pipelining either. Experimental.
+  kFwdThreeConsumers = 32768,
   // Every bit a caller may set (the act mix's bits, act_mix.h, are chosen by the host).
-  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace,
+  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers,
 };
 
 // ---- kFwdTrace: the events a consumer warpgroup records (step = the key block's index in its tile)
@@ -58,10 +65,13 @@ constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); 
 // about sixteen has an empty half.
 constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 
-constexpr int kFwdConsumerWarpgroups = 2;
+constexpr int kFwdConsumerWarpgroups = 2;  // the default; kFwdThreeConsumers: 3
 constexpr int kFwdBlockM = 64 * kFwdConsumerWarpgroups;  // 64 query rows per consumer warpgroup
 constexpr int kFwdThreads = 128 * (1 + kFwdConsumerWarpgroups);
 constexpr int kFwdKvStages = 2;
+GDPA_HD constexpr int fwd_consumer_wgs(int flags) { return (flags & kFwdThreeConsumers) ? 3 : kFwdConsumerWarpgroups; }
+GDPA_HD constexpr int fwd_block_m(int flags) { return 64 * fwd_consumer_wgs(flags); }
+GDPA_HD constexpr int fwd_threads(int flags) { return 128 * (1 + fwd_consumer_wgs(flags)); }
 
 // Q, K and V arrive in TMA boxes of 64 rows, and a query tile or key block that runs past its
 // sequence's end loads only the 64-row halves holding its rows. Why: at L = 256 the forward is
@@ -79,8 +89,14 @@ GDPA_HD constexpr int fwd_load_boxes(int rows, int valid, int box_rows = kFwdLoa
 
 // BlockN: keys per inner step. 128 keeps S (64 regs), P (2 x 32) and O (64 regs) of a consumer
 // thread inside the 240 registers setmaxnreg gives it at D = 128.
-GDPA_HD constexpr int fwd_block_n(int head_dim) { return head_dim == 64 ? 128 : 128; }
-GDPA_HD constexpr int fwd_q_stages(int flags) { return (flags & kFwdOuterPipeline) ? 2 : 1; }
+// kFwdThreeConsumers: 64 keys per step, so that S (32), P (16) and O (64) leave room for the
+// activation's temporaries in 160 registers (with 128 keys it spilled 432 bytes).
+GDPA_HD constexpr int fwd_block_n(int head_dim, int flags = 0) {
+  return (flags & kFwdThreeConsumers) ? 64 : head_dim == 64 ? 128 : 128;
+}
+GDPA_HD constexpr int fwd_q_stages(int flags) {
+  return (flags & kFwdOuterPipeline) && !(flags & kFwdThreeConsumers) ? 2 : 1;
+}
 
 // Everything the forward needs about one work tile, computed on the host (host/sm90.cpp) from the
 // schedule and the offsets: 32 bytes, two 16-byte loads, no dependent global reads in the kernel.
@@ -111,16 +127,17 @@ struct FwdSmemPlan {
 // [64 rows][128 B] in the 128-byte swizzle, the source layout of the TMA store (epilogue.cuh,
 // store_block_tma); the swizzle also keeps the fragment's shared-memory stores free of conflicts.
 
-GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_stages) {
+GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_stages,
+                                            int consumer_wgs = kFwdConsumerWarpgroups) {
   FwdSmemPlan s{};
-  s.q_bytes = kFwdBlockM * head_dim * 2;
+  s.q_bytes = 64 * consumer_wgs * head_dim * 2;
   s.kv_bytes = block_n * head_dim * 2;
   s.q_off = 0;
   s.k_off = s.q_off + q_stages * s.q_bytes;
   s.v_off = s.k_off + kFwdKvStages * s.kv_bytes;
   s.o_bytes = 64 * head_dim * 2;
   s.o_off = s.v_off + kFwdKvStages * s.kv_bytes;
-  s.bar_off = s.o_off + kFwdConsumerWarpgroups * s.o_bytes;
+  s.bar_off = s.o_off + consumer_wgs * s.o_bytes;
   s.total = s.bar_off + 8 * (2 * q_stages + 4 * kFwdKvStages);
   return s;
 }
@@ -128,7 +145,7 @@ GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_sta
 // Dynamic shared memory to request: the plan plus slack to align the base to 1024 bytes (the
 // runtime only guarantees 16-byte alignment of dynamic shared memory).
 GDPA_HD constexpr int fwd_smem_request(int head_dim, int block_n, int flags) {
-  return fwd_smem_plan(head_dim, block_n, fwd_q_stages(flags)).total + 1024;
+  return fwd_smem_plan(head_dim, block_n, fwd_q_stages(flags), fwd_consumer_wgs(flags)).total + 1024;
 }
 
 }  // namespace gdpa::sm90

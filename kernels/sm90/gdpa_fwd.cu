@@ -45,6 +45,8 @@ constexpr int kBarEpilogueBase = kBarSchedBase + kFwdConsumerWarpgroups;
 // holds S (64), two P buffers (2 x 32) and O (64) at D = 128; at 232 a few loop-carried scalars spill.
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
+// kFwdThreeConsumers: 24 x 128 + 160 x 384 = 64,512.
+constexpr int kConsumerRegsThree = 160;
 
 // One work tile as the host described it (FwdTileRecord), kept packed in registers: consumers
 // hold two of these (this tile and the next) next to ~190 registers of fragments, so every field
@@ -137,9 +139,10 @@ __device__ __forceinline__ unsigned load_bytes(int boxes) {
 template <int D, int MASK, int FLAGS>
 __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
                                              const ptx::TensorMap* tm_v, unsigned char* smem) {
-  constexpr int BN = fwd_block_n(D);
+  constexpr int BN = fwd_block_n(D, FLAGS);
+  constexpr int BM = fwd_block_m(FLAGS);
   constexpr int QS = fwd_q_stages(FLAGS);
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS, fwd_consumer_wgs(FLAGS));
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
   auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
   int q_count = 0, kv_count = 0;  // Q tiles and K/V blocks loaded so far (the consumers count the same)
@@ -151,9 +154,9 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
     const bool reuse = kReuse && t.reuses_kv();
     {
       const int s = q_count % QS;
-      const int boxes = fwd_load_boxes(kFwdBlockM, t.len_q - t.m0);
+      const int boxes = fwd_load_boxes(BM, t.len_q - t.m0);
       producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, load_bytes<D>(boxes));
-      load_panels<D, kFwdBlockM>(smem + plan.q_off + s * plan.q_bytes, boxes, tm_q, &bars->q[s].full, t.head(),
+      load_panels<D, BM>(smem + plan.q_off + s * plan.q_bytes, boxes, tm_q, &bars->q[s].full, t.head(),
                                  t.q_row, ptx::kEvictFirst);
       ++q_count;
     }
@@ -176,15 +179,16 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
 // Consumer helpers: one warpgroup, 64 query rows.
 // ---------------------------------------------------------------------------------------------
 
-// S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S.
-template <int DTYPE, int D, int BN>
+// S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S. BM: the Q tile's rows (its
+// panels' row count, which sets the descriptor's step from one 64-column panel to the next).
+template <int DTYPE, int D, int BN, int BM = kFwdBlockM>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
   // Stepped descriptors (ptx/smem_desc.h): encoded once here, one add per wgmma below.
   const WgmmaDescBase qa = sw128_kmajor_base(q_tile + unsigned(q_first_row) * kSw128RowBytes);
   const WgmmaDescBase kb = sw128_kmajor_base(k_tile);
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
-    const unsigned long long da = qa.at(sw128_kmajor_step(kFwdBlockM, ks));
+    const unsigned long long da = qa.at(sw128_kmajor_step(BM, ks));
     const unsigned long long db = kb.at(sw128_kmajor_step(BN, ks));
     if (ks == 0)
       ptx::Wgmma<BN, DTYPE>::template ss<0, 0, 0>(s, da, db);
@@ -247,7 +251,7 @@ __device__ __forceinline__ void softmax_block(const float (&s)[BN / 2], unsigned
 template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
 __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const ptx::TensorMap* tm_o,
                                              unsigned char* smem) {
-  constexpr int BN = fwd_block_n(D);
+  constexpr int BN = fwd_block_n(D, FLAGS);
   constexpr int QS = fwd_q_stages(FLAGS);
   constexpr int ST = kFwdKvStages;
   constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
@@ -514,18 +518,107 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   if (threadIdx.x == 128 * (cw + 1)) ptx::bulk_wait_group<0>();
 }
 
+// kFwdThreeConsumers: one of three consumer warpgroups, its steps in series. Per key block j:
+// S = Q K_j^T, wait; P = act(S); O += P V_j, wait. One P buffer and no GEMM in flight across the
+// activation, so S (64), O (64) and P (32, packed as S dies) fit the 160 registers three consumer
+// warpgroups leave; the tensor cores stay busy because the other two warpgroups issue while this
+// one computes. No pingpong turns: three warpgroups interleave by themselves.
+template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
+__device__ __forceinline__ void fwd_consumer_serial(int cw, const GdpaParams& p, const ptx::TensorMap* tm_o,
+                                                    unsigned char* smem) {
+  constexpr int BN = fwd_block_n(D, FLAGS);
+  constexpr int BM = fwd_block_m(FLAGS);
+  constexpr int QS = fwd_q_stages(FLAGS);
+  constexpr int ST = kFwdKvStages;
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS, fwd_consumer_wgs(FLAGS));
+  constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
+  constexpr bool kUnit = (FLAGS & kFwdUnitLogitScale) != 0;
+  constexpr int kMix = act_mix_of(FLAGS);
+  constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix>;
+  static_assert((FLAGS & kFwdSoftmax) == 0, "the softmax variant keeps two consumer warpgroups");
+  auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
+  const unsigned base_addr = ptx::smem_addr(smem);
+  const int tid = int(threadIdx.x) - 128 * (cw + 1);
+  const FragThread f = frag_thread(tid);
+  const int row_stride = p.heads_q * D;
+  auto phase_of = [](int count, int stages) { return unsigned(count / stages) & 1u; };
+
+  float s_acc[BN / 2];
+  unsigned p_acc[BN / 4];
+  float o_acc[D / 2];
+  int q_count = 0, kv_count = 0;
+  int it, end, stride;
+  cta_tiles(p, &it, &end, &stride);
+  for (; it < end; it += stride) {
+    const FwdTile cur = fwd_tile(p, it);
+    const bool next_reuse = kReuse && it + stride < end && fwd_tile(p, it + stride).reuses_kv();
+    const int row0 = cur.m0 + 64 * cw;
+    unsigned short* const out_rows =
+        static_cast<unsigned short*>(p.out) + (long long)(cur.q_row + 64 * cw) * row_stride + cur.head() * D;
+    if (cur.empty()) {
+      store_zero_rows<D>(out_rows, row_stride, cur.len_q - row0, f);
+      continue;
+    }
+    const int nblocks = cur.n_end() - cur.n_begin();
+    const bool fresh = !(kReuse && cur.reuses_kv());
+    const int kvb = fresh ? kv_count : kv_count - nblocks;
+    const bool release_kv = !next_reuse;
+    const int qs = q_count % QS;
+    const unsigned q_addr = base_addr + plan.q_off + qs * plan.q_bytes;
+    // Rows all past the sequence's end: walk the slots (the empty barriers count every consumer
+    // warp) without computing.
+    const bool idle = row0 >= cur.len_q;
+    consumer_wait(bars->q[qs], phase_of(q_count, QS));
+    for (int j = 0; j < nblocks; ++j) {
+      const int kj = kvb + j;
+      const unsigned k_addr = base_addr + plan.k_off + (kj % ST) * plan.kv_bytes;
+      const unsigned v_addr = base_addr + plan.v_off + (kj % ST) * plan.kv_bytes;
+      if (fresh) consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
+      if (!idle) {
+        ptx::wgmma_fence();
+        issue_qk<DTYPE, D, BN, BM>(s_acc, q_addr, 64 * cw, k_addr);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_operand(s_acc);
+      }
+      if (release_kv) consumer_release(bars->k[kj % ST]);
+      if (j == nblocks - 1) consumer_release(bars->q[qs]);
+      if (!idle)
+        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_acc, cur.n_begin() + j, row0, cur, p, f);
+      if (fresh) consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
+      if (!idle) {
+        ptx::wgmma_fence();
+        issue_pv<DTYPE, D, BN>(o_acc, p_acc, v_addr, j > 0);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_operand(o_acc);
+        ptx::fence_operand(p_acc);
+      }
+      if (release_kv) consumer_release(bars->v[kj % ST]);
+    }
+    if (!idle)
+      store_block_tma<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(), cur.q_row + 64 * cw,
+                                out_rows, row_stride, cur.len_q - row0, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid,
+                                kBarEpilogueBase + cw);
+    if (fresh) kv_count += nblocks;
+    ++q_count;
+  }
+  if (tid == 0) ptx::bulk_wait_group<0>();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The kernel: barrier set-up, then one branch per role.
 // ---------------------------------------------------------------------------------------------
 template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
-__global__ void __launch_bounds__(kFwdThreads, 1)
+__global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
     gdpa_fwd(const __grid_constant__ ptx::TensorMap tm_q, const __grid_constant__ ptx::TensorMap tm_k,
              const __grid_constant__ ptx::TensorMap tm_v, const __grid_constant__ ptx::TensorMap tm_o,
              const __grid_constant__ GdpaParams p) {
   static_assert(D == 64 || D == 128, "head dim");
-  constexpr int BN = fwd_block_n(D);
+  constexpr int BN = fwd_block_n(D, FLAGS);
   constexpr int QS = fwd_q_stages(FLAGS);
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
+  constexpr int kWgs = fwd_consumer_wgs(FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS, kWgs);
   static_assert(plan.q_off % 1024 == 0 && plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0,
                 "128B-swizzled tiles must start on 1024-byte boundaries");
   static_assert(plan.o_off % 1024 == 0 && plan.o_bytes % 1024 == 0,
@@ -539,11 +632,11 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
   // Rows of a V slot past a sequence's end may not be loaded (kFwdLoadRows); their P entries are 0,
   // and 0 * V must be 0, so the slots start as zeros rather than whatever the last kernel left
   // (a NaN bit pattern there would make 0 * NaN). Later they hold real V rows of earlier tiles.
-  for (int i = int(threadIdx.x); i < kFwdKvStages * plan.kv_bytes / 16; i += kFwdThreads)
+  for (int i = int(threadIdx.x); i < kFwdKvStages * plan.kv_bytes / 16; i += fwd_threads(FLAGS))
     reinterpret_cast<uint4*>(smem + plan.v_off)[i] = make_uint4(0u, 0u, 0u, 0u);
   ptx::fence_proxy_async_smem();  // the zeros (generic proxy) before the TMA loads (async proxy)
   if (threadIdx.x == 0) {
-    constexpr unsigned kConsumerWarps = 4 * kFwdConsumerWarpgroups;
+    constexpr unsigned kConsumerWarps = 4 * kWgs;
     for (int s = 0; s < QS; ++s) {
       ptx::mbarrier_init(&bars->q[s].full, 1);
       ptx::mbarrier_init(&bars->q[s].empty, kConsumerWarps);
@@ -568,6 +661,9 @@ __global__ void __launch_bounds__(kFwdThreads, 1)
       ptx::prefetch_tensormap(&tm_o);
       fwd_producer<D, MASK, FLAGS>(p, &tm_q, &tm_k, &tm_v, smem);
     }
+  } else if constexpr (kWgs == 3) {
+    ptx::setmaxnreg_inc<kConsumerRegsThree>();
+    fwd_consumer_serial<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, &tm_o, smem);
   } else {
     ptx::setmaxnreg_inc<kConsumerRegs>();
     fwd_consumer<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, &tm_o, smem);

@@ -146,6 +146,13 @@ TEST_SUITE("gpu") {
     run_cases(false, {"act=fast_gelu", "act=gelu_poly", "act=silu", "D=64", "fp16", "mask=causal",
                       "mask=window(37,5)", "MQA G=4", "Lq=1 with an Lk=0", "scales", "kv_index", "cross Lk!=Lq"});
   }
+  TEST_CASE("sm90 three-consumer-warpgroup forward (experimental) matches the CPU reference") {
+    Sm90Options o;
+    o.fwd_flags = sm90::kFwdThreeConsumers | sm90::kFwdKvReuse | sm90::kFwdHalfFold;
+    run_cases(false, {"act=fast_gelu", "act=gelu_poly", "D=64", "fp16", "mask=causal", "mask=window(37,5)",
+                      "MQA G=4", "Lq=1 with an Lk=0", "scales", "kv_index", "cross Lk!=Lq"},
+              o);
+  }
   TEST_CASE("sm90 softmax variant matches the softmax CPU reference") {
     Sm90Options o;
     o.softmax = true;

@@ -36,6 +36,20 @@ TEST_CASE("sm90 forward shared-memory plan: 1024-aligned tiles, fits the 227 KB 
   // 3 warpgroups: 1 producer + 2 consumers of 64 rows.
   CHECK(sm90::kFwdThreads == 384);
   CHECK(sm90::kFwdBlockM == 128);
+  // kFwdThreeConsumers: 1 producer + 3 consumers, 192 query rows, 64 keys per step, one Q stage.
+  const int three = sm90::kFwdThreeConsumers | sm90::kFwdOuterPipeline;
+  CHECK(sm90::fwd_threads(three) == 512);
+  CHECK(sm90::fwd_block_m(three) == 192);
+  CHECK(sm90::fwd_q_stages(three) == 1);
+  for (int d : {64, 128}) {
+    const sm90::FwdSmemPlan s = sm90::fwd_smem_plan(d, sm90::fwd_block_n(d, three), 1, 3);
+    CHECK(s.q_bytes == 192 * d * 2);
+    CHECK(s.k_off % 1024 == 0);
+    CHECK(s.v_off % 1024 == 0);
+    CHECK(s.o_off % 1024 == 0);
+    CHECK(s.bar_off - s.o_off == 3 * 64 * d * 2);
+    CHECK(sm90::fwd_smem_request(d, sm90::fwd_block_n(d, three), three) <= 227 * 1024);
+  }
 }
 
 TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design needs") {
@@ -81,6 +95,28 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     CHECK(count_of(sass, "USETMAXREG") >= 2);
     CHECK(count_of(sass, "LDL") + count_of(sass, "STL") <= v.max_local);
   }
+}
+
+TEST_CASE("sm90 three-consumer-warpgroup forward compiles without local memory") {
+  // Experimental (kFwdThreeConsumers): 160 registers per consumer thread; with 128 keys per step
+  // it spilled 432 bytes in the activation, with 64 it keeps every register.
+  ProblemDesc p;
+  p.cu_seqlens_q = p.cu_seqlens_k = {0, 1};
+  Sm90Options opt;
+  opt.fwd_flags = sm90::kFwdThreeConsumers | sm90::kFwdKvReuse | sm90::kFwdHalfFold;
+  for (int d : {64, 128})
+    for (MaskKind m : {kMaskNone, kMaskCausal}) {
+      p.head_dim = d;
+      p.mask = m;
+      const std::vector<KernelSource> srcs = sm90_kernel_sources(p, opt, false);
+      REQUIRE(srcs.size() == 1);
+      CAPTURE(srcs[0].name_expression);
+      const std::string sass = disassemble(compile_kernel(srcs[0], 90).cubin);
+      REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
+      CHECK(count_of(sass, "HGMMA.64x64x16") >= 4);  // S = Q K^T over 64 keys
+      CHECK(count_of(sass, "USETMAXREG") >= 2);
+      CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
+    }
 }
 
 TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and travels in FLAGS") {
