@@ -11,7 +11,9 @@ Printed: the median cycles of each phase of an inner step (turn wait, issue, S, 
 a step's total, what a tile costs beyond its steps, and how the two warpgroups share the tensor
 cores: how long each waited for the turn after the other passed it, and how much of their
 activations ran at the same time (both then compete for the MUFU and FMA pipes while the
-tensor cores may have nothing queued). Pure Python.
+tensor cores may have nothing queued). A trace of the three-warpgroup form
+(`sm90-fwd-flags` with kFwdThreeConsumers | kFwdTrace) has no turns: it is reported per block
+(waits and issue, S, activation, PV), with the share of time some GEMM is outstanding. Pure Python.
 """
 import os
 
@@ -20,7 +22,7 @@ from trace_lib import header_enum, load_trace, median, summary_head, write_json
 HERE = os.path.dirname(os.path.abspath(__file__))
 EV = header_enum(os.path.join(HERE, "..", "kernels", "sm90", "fwd_config.h"), "FwdTraceEvent")
 TILE_START, TURN, ISSUED, S_READY = EV["kFtTileStart"], EV["kFtTurn"], EV["kFtIssued"], EV["kFtSReady"]
-QK_ISSUED = EV["kFtQkIssued"]
+QK_ISSUED, PV_ISSUED = EV["kFtQkIssued"], EV["kFtPvIssued"]
 ACT_DONE, PV_DONE, LAST_PV, EPI_END = EV["kFtActDone"], EV["kFtPvDone"], EV["kFtLastPvDone"], EV["kFtEpilogueEnd"]
 
 # Phases of inner step j >= 1 of a tile: (name, from, to, what). "prev" is the end of block j - 1
@@ -34,6 +36,96 @@ STEP_PHASES = (
     ("activation", S_READY, ACT_DONE, "P_j = act(S_j) (+ mask), K_j released"),
     ("PV done", ACT_DONE, PV_DONE, "the rest of PV_j-1 after the activation"),
 )
+
+
+# kFwdThreeConsumers (no turns, each block in series): TURN marks the block's start.
+SERIAL_PHASES = (
+    ("K wait + QK issue", TURN, QK_ISSUED, "K_j's arrival, then the wgmmas of QK^T_j"),
+    ("S ready", QK_ISSUED, S_READY, "QK^T_j done, incl. the other warpgroups' GEMMs ahead of it"),
+    ("activation", S_READY, ACT_DONE, "P_j = act(S_j) (+ mask), K_j released"),
+    ("V wait + PV issue", ACT_DONE, PV_ISSUED, "V_j's arrival, then the wgmmas of PV_j"),
+    ("PV done", PV_ISSUED, PV_DONE, "PV_j complete"),
+)
+
+
+def analyse_serial(recs):
+    """Per-block phases and block totals of one warpgroup of the three-warpgroup form."""
+    phases = {name: [] for name, *_ in SERIAL_PHASES}
+    steps = []
+    for at in split_tiles(recs):
+        blocks = sorted(s for (e, s) in at if e == TURN)
+        for j in blocks:
+            for name, a, b, _ in SERIAL_PHASES:
+                if (a, j) in at and (b, j) in at and at[(b, j)] >= at[(a, j)]:
+                    phases[name].append(at[(b, j)] - at[(a, j)])
+            if (TURN, j + 1) in at:
+                steps.append(at[(TURN, j + 1)] - at[(TURN, j)])
+    return phases, steps
+
+
+def gemm_outstanding_fraction(per_wg):
+    """Of the span the warpgroups' records cover, the fraction with at least one GEMM issued and not
+    yet complete ([QK issued, S ready) or [PV issued, PV done) of any warpgroup): a bound on how
+    often the tensor cores can have had work."""
+    spans = sorted(iv for rs in per_wg for iv in intervals(rs, QK_ISSUED, S_READY) + intervals(rs, PV_ISSUED, PV_DONE))
+    if not spans:
+        return float("nan")
+    covered, cur_s, cur_e = 0, spans[0][0], spans[0][1]
+    for s_, e in spans[1:]:
+        if s_ > cur_e:
+            covered += cur_e - cur_s
+            cur_s, cur_e = s_, e
+        else:
+            cur_e = max(cur_e, e)
+    covered += cur_e - cur_s
+    lo = min(rs[0][0] for rs in per_wg)
+    hi = max(rs[-1][0] for rs in per_wg)
+    return covered / (hi - lo) if hi > lo else float("nan")
+
+
+def main_serial(args, recs, ghz):
+    phases = {name: [] for name, *_ in SERIAL_PHASES}
+    steps, fractions, act_cycles, act_shared = [], [], 0, 0
+    ctas = sorted({c for c, _ in recs})
+    for cta in ctas:
+        per_wg = [rs for (c, _), rs in sorted(recs.items()) if c == cta]
+        for rs in per_wg:
+            p, st = analyse_serial(rs)
+            for k, v in p.items():
+                phases[k] += v
+            steps += st
+            mine = intervals(rs, S_READY, ACT_DONE)
+            others = sorted(iv for o in per_wg if o is not rs for iv in intervals(o, S_READY, ACT_DONE))
+            act_cycles += sum(e - s_ for s_, e in mine)
+            act_shared += overlap(mine, merge(others))
+        fractions.append(gemm_outstanding_fraction(per_wg))
+    summary = summary_head(args.trace, ghz, recs, steps, 0, phases)
+    summary.update({
+        "form": "three consumer warpgroups, blocks in series",
+        "gemm_outstanding_fraction_median": median(fractions),
+        "activation_overlap_fraction": act_shared / act_cycles if act_cycles else float("nan"),
+    })
+    print(f"{args.trace}: {len(recs)} recorders (three-warpgroup form), {len(steps)} blocks, SM clock {ghz:.3f} GHz")
+    print(f"block (start to start), median: {summary['step_cycles_median']:.0f} cycles")
+    print("phases of a block (median cycles; each is its own median):")
+    for name, _, _, what in SERIAL_PHASES:
+        print(f"  {name:18s} {summary['phases_cycles_median'][name]:8.0f}   {what}")
+    print(f"some GEMM outstanding during {100 * summary['gemm_outstanding_fraction_median']:.0f} % of the traced span "
+          f"(median over CTAs)")
+    print(f"activations running at the same time as another warpgroup's: "
+          f"{100 * summary['activation_overlap_fraction']:.0f} % of activation cycles")
+    write_json(args.json, summary)
+
+
+def merge(ivs):
+    """Sorted intervals merged into non-overlapping ones."""
+    out = []
+    for s_, e in ivs:
+        if out and s_ <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s_, e))
+    return out
 
 
 def split_tiles(recs):
@@ -125,6 +217,8 @@ def turn_lags(recs_a, recs_b):
 
 def main():
     args, recs, ghz = load_trace(__doc__.split("\n\n")[0], "sm90-fwd-trace")
+    if any(ev == PV_ISSUED for rs in recs.values() for _, ev, _, _ in rs):
+        return main_serial(args, recs, ghz)
 
     phases = {name: [] for name, *_ in STEP_PHASES}
     steps, bounds, lags = [], [], {0: [], 1: []}

@@ -126,7 +126,7 @@ class Sm90Kernel final : public AttentionKernel {
     threads_ = sm90::fwd_threads(flags);
     if (flags & sm90::kFwdTrace)
       trace_ = TraceBuffer(opt_.fwd_trace.empty() ? std::string(kDefaultFwdTracePath) : opt_.fwd_trace,
-                           sm90::kFwdTraceCtas, sm90::kFwdTraceRoles, sm90::kFwdTraceSlots);
+                           sm90::kFwdTraceCtas, sm90::fwd_consumer_wgs(flags), sm90::kFwdTraceSlots);
     if (smem_ > size_t(dev.max_smem_optin))
       throw CudaError("sm90 forward needs " + std::to_string(smem_) + " bytes of shared memory, the device allows " +
                       std::to_string(dev.max_smem_optin));

@@ -53,9 +53,11 @@ enum FwdTraceEvent : unsigned {
   kFtPvDone,         // the previous block's PV GEMM is complete (end of a step)
   kFtLastPvDone,     // the tile's last PV GEMM is complete: the epilogue starts (once per tile)
   kFtEpilogueEnd,    // O staged and its stores issued (once per tile)
+  // kFwdThreeConsumers (no turns): kFtTurn marks a block's start, kFtQkIssued its QK^T issued,
+  // kFtSReady and kFtActDone as above, then these two, and kFtPvDone its own PV complete.
+  kFtPvIssued,       // the block's PV GEMM issued
 };
 constexpr int kFwdTraceCtas = 8;
-constexpr int kFwdTraceRoles = 2;
 constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); later events are dropped
 
 // kFwdSkipEmptyHalf by default only up to this mean key length. Measured against the same kernel

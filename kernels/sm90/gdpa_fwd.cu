@@ -279,7 +279,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   SoftmaxRows rows;  // softmax variant only (dead code for GDPA)
   float corr[2];
 
-  RoleTracer<(FLAGS & kFwdTrace) != 0, kFwdTraceCtas, kFwdTraceRoles, kFwdTraceSlots> trace(
+  RoleTracer<(FLAGS & kFwdTrace) != 0, kFwdTraceCtas, fwd_consumer_wgs(FLAGS), kFwdTraceSlots> trace(
       p, cw, int(threadIdx.x) == 128 * (cw + 1));
   FwdTurns<FLAGS>::start(cw);
 
@@ -546,11 +546,13 @@ __device__ __forceinline__ void fwd_consumer_serial(int cw, const GdpaParams& p,
   float s_acc[BN / 2];
   unsigned p_acc[BN / 4];
   float o_acc[D / 2];
+  RoleTracer<(FLAGS & kFwdTrace) != 0, kFwdTraceCtas, fwd_consumer_wgs(FLAGS), kFwdTraceSlots> trace(p, cw, tid == 0);
   int q_count = 0, kv_count = 0;
   int it, end, stride;
   cta_tiles(p, &it, &end, &stride);
   for (; it < end; it += stride) {
     const FwdTile cur = fwd_tile(p, it);
+    trace(kFtTileStart, 0);
     const bool next_reuse = kReuse && it + stride < end && fwd_tile(p, it + stride).reuses_kv();
     const int row0 = cur.m0 + 64 * cw;
     unsigned short* const out_rows =
@@ -573,33 +575,42 @@ __device__ __forceinline__ void fwd_consumer_serial(int cw, const GdpaParams& p,
       const int kj = kvb + j;
       const unsigned k_addr = base_addr + plan.k_off + (kj % ST) * plan.kv_bytes;
       const unsigned v_addr = base_addr + plan.v_off + (kj % ST) * plan.kv_bytes;
+      trace(kFtTurn, j);
       if (fresh) consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
       if (!idle) {
         ptx::wgmma_fence();
         issue_qk<DTYPE, D, BN, BM>(s_acc, q_addr, 64 * cw, k_addr);
         ptx::wgmma_commit();
+        trace(kFtQkIssued, j);
         ptx::wgmma_wait<0>();
         ptx::fence_operand(s_acc);
+        trace(kFtSReady, j);
       }
       if (release_kv) consumer_release(bars->k[kj % ST]);
       if (j == nblocks - 1) consumer_release(bars->q[qs]);
-      if (!idle)
+      if (!idle) {
         activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_acc, cur.n_begin() + j, row0, cur, p, f);
+        trace(kFtActDone, j);
+      }
       if (fresh) consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
       if (!idle) {
         ptx::wgmma_fence();
         issue_pv<DTYPE, D, BN>(o_acc, p_acc, v_addr, j > 0);
         ptx::wgmma_commit();
+        trace(kFtPvIssued, j);
         ptx::wgmma_wait<0>();
         ptx::fence_operand(o_acc);
         ptx::fence_operand(p_acc);
+        trace(kFtPvDone, j);
       }
       if (release_kv) consumer_release(bars->v[kj % ST]);
     }
-    if (!idle)
+    if (!idle) {
       store_block_tma<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(), cur.q_row + 64 * cw,
                                 out_rows, row_stride, cur.len_q - row0, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid,
                                 kBarEpilogueBase + cw);
+      trace(kFtEpilogueEnd, nblocks);
+    }
     if (fresh) kv_count += nblocks;
     ++q_count;
   }
