@@ -25,36 +25,38 @@ struct Phase {
   int cycles;  // since the previous event
 };
 
+// Writes one recorder's records (params.h TraceRecord) into its slots: each put advances the SM
+// clock by `after` cycles first. Timer ns = cycles / 2 (a 2 GHz clock).
+struct RecordWriter {
+  int32_t* rec;
+  long long cycles;
+  int n = 0;
+  void put(unsigned event, int step, int after = 0) {
+    cycles += after;
+    rec[4 * n] = int32_t(uint32_t(cycles));
+    rec[4 * n + 1] = int32_t(uint32_t(cycles >> 32));
+    rec[4 * n + 2] = int32_t(event | unsigned(step) << 8);
+    rec[4 * n + 3] = int32_t(uint32_t(cycles / 2));
+    ++n;
+  }
+};
+
 // CTAs 0 and 1, both consumer warpgroups: three work tiles of four steps with fixed phase lengths,
 // then the tail, the epilogue and a wait before the next tile. Timer ns = cycles / 2 (2 GHz).
 std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, int epilogue, int gap) {
   std::vector<int32_t> words(size_t(kBwdTraceCtas) * kBwdTraceRoles * kBwdTraceSlots * 4, 0);
   for (int cta = 0; cta < 2; ++cta) {
     for (int role = 0; role < 2; ++role) {
-      int32_t* rec = words.data() + size_t(cta * kBwdTraceRoles + role) * kBwdTraceSlots * 4;
-      long long cycles = 1000;
-      int n = 0, s = 0;
-      auto put = [&](unsigned event, int st) {
-        rec[4 * n] = int32_t(uint32_t(cycles));
-        rec[4 * n + 1] = int32_t(uint32_t(cycles >> 32));
-        rec[4 * n + 2] = int32_t(event | unsigned(st) << 8);
-        rec[4 * n + 3] = int32_t(uint32_t(cycles / 2));
-        ++n;
-      };
+      RecordWriter w{words.data() + size_t(cta * kBwdTraceRoles + role) * kBwdTraceSlots * 4, 1000};
+      int s = 0;
       for (int tile = 0; tile < 3; ++tile) {
-        put(kTrTileStart, s);
+        w.put(kTrTileStart, s);
         for (int k = 0; k < 4; ++k, ++s)
-          for (const Phase& p : step) {
-            cycles += p.cycles;
-            put(p.event, s);
-          }
-        cycles += tail;
-        put(kTrLastDqHanded, s - 1);
-        cycles += epilogue * 3 / 8;  // dV staged and stored
-        put(kTrDvOut, s - 1);
-        cycles += epilogue - epilogue * 3 / 8;
-        put(kTrEpilogueEnd, s - 1);
-        cycles += gap;
+          for (const Phase& p : step) w.put(p.event, s, p.cycles);
+        w.put(kTrLastDqHanded, s - 1, tail);
+        w.put(kTrDvOut, s - 1, epilogue * 3 / 8);  // dV staged and stored
+        w.put(kTrEpilogueEnd, s - 1, epilogue - epilogue * 3 / 8);
+        w.cycles += gap;
       }
     }
   }
@@ -87,26 +89,16 @@ std::string run_trace_script(const std::string& script, const std::vector<int32_
 std::vector<int32_t> synthetic_serial_trace(int shift) {
   std::vector<int32_t> words(size_t(kFwdTraceCtas) * 3 * kFwdTraceSlots * 4, 0);
   for (int role = 0; role < 3; ++role) {
-    int32_t* rec = words.data() + size_t(role) * kFwdTraceSlots * 4;
-    long long cycles = 100000 + role * shift;
-    int n = 0;
-    auto put = [&](unsigned event, int step, int after) {
-      cycles += after;
-      rec[4 * n] = int32_t(uint32_t(cycles));
-      rec[4 * n + 1] = int32_t(uint32_t(cycles >> 32));
-      rec[4 * n + 2] = int32_t(event | unsigned(step) << 8);
-      rec[4 * n + 3] = int32_t(uint32_t(cycles / 2));
-      ++n;
-    };
+    RecordWriter w{words.data() + size_t(role) * kFwdTraceSlots * 4, 100000 + role * shift};
     for (int tile = 0; tile < 3; ++tile) {
-      put(kFtTileStart, 0, 0);
+      w.put(kFtTileStart, 0);
       for (int j = 0; j < 10; ++j) {
-        put(kFtTurn, j, 0);
-        put(kFtQkIssued, j, 100);
-        put(kFtSReady, j, 300);
-        put(kFtActDone, j, 1000);
-        put(kFtPvIssued, j, 100);
-        put(kFtPvDone, j, 300);
+        w.put(kFtTurn, j);
+        w.put(kFtQkIssued, j, 100);
+        w.put(kFtSReady, j, 300);
+        w.put(kFtActDone, j, 1000);
+        w.put(kFtPvIssued, j, 100);
+        w.put(kFtPvDone, j, 300);
       }
     }
   }
@@ -125,37 +117,27 @@ std::string run_trace_tool(const std::vector<Phase>& step) {
 std::vector<int32_t> synthetic_fwd_trace(int shift) {
   std::vector<int32_t> words(size_t(kFwdTraceCtas) * kFwdConsumerWarpgroups * kFwdTraceSlots * 4, 0);
   for (int role = 0; role < 2; ++role) {
-    int32_t* rec = words.data() + size_t(role) * kFwdTraceSlots * 4;
-    long long cycles = 1000 + role * shift;
-    int n = 0;
-    auto put = [&](unsigned event, int step, int after) {
-      cycles += after;
-      rec[4 * n] = int32_t(uint32_t(cycles));
-      rec[4 * n + 1] = int32_t(uint32_t(cycles >> 32));
-      rec[4 * n + 2] = int32_t(event | unsigned(step) << 8);
-      rec[4 * n + 3] = int32_t(uint32_t(cycles / 2));
-      ++n;
-    };
+    RecordWriter w{words.data() + size_t(role) * kFwdTraceSlots * 4, 1000 + role * shift};
     for (int tile = 0; tile < 3; ++tile) {
-      put(kFtTileStart, 0, 10);
+      w.put(kFtTileStart, 0, 10);
       if (tile == 0) {  // later tiles' first QK^T rode in the previous finish
-        put(kFtTurn, 0, 100);
-        put(kFtIssued, 0, 300);
+        w.put(kFtTurn, 0, 100);
+        w.put(kFtIssued, 0, 300);
       }
-      put(kFtSReady, 0, 250);
-      put(kFtActDone, 0, 1200);
+      w.put(kFtSReady, 0, 250);
+      w.put(kFtActDone, 0, 1200);
       for (int j = 1; j < 5; ++j) {
-        put(kFtTurn, j, 100);
-        put(kFtQkIssued, j, 300);
-        put(kFtIssued, j, 500);
-        put(kFtSReady, j, 250);
-        put(kFtActDone, j, 1200);
-        put(kFtPvDone, j, 100);
+        w.put(kFtTurn, j, 100);
+        w.put(kFtQkIssued, j, 300);
+        w.put(kFtIssued, j, 500);
+        w.put(kFtSReady, j, 250);
+        w.put(kFtActDone, j, 1200);
+        w.put(kFtPvDone, j, 100);
       }
-      put(kFtTurn, 5, 100);
-      put(kFtIssued, 5, 800);
-      put(kFtLastPvDone, 5, 150);
-      put(kFtEpilogueEnd, 5, 900);
+      w.put(kFtTurn, 5, 100);
+      w.put(kFtIssued, 5, 800);
+      w.put(kFtLastPvDone, 5, 150);
+      w.put(kFtEpilogueEnd, 5, 900);
     }
   }
   return words;
