@@ -49,10 +49,11 @@ SERIAL_PHASES = (
 
 
 def analyse_serial(recs):
-    """Per-block phases and block totals of one warpgroup of the three-warpgroup form."""
+    """Per-block phases, block totals and the tile count of one warpgroup of the three-warpgroup form."""
     phases = {name: [] for name, *_ in SERIAL_PHASES}
     steps = []
-    for at in split_tiles(recs):
+    tiles = split_tiles(recs)
+    for at in tiles:
         blocks = sorted(s for (e, s) in at if e == TURN)
         for j in blocks:
             for name, a, b, _ in SERIAL_PHASES:
@@ -60,7 +61,7 @@ def analyse_serial(recs):
                     phases[name].append(at[(b, j)] - at[(a, j)])
             if (TURN, j + 1) in at:
                 steps.append(at[(TURN, j + 1)] - at[(TURN, j)])
-    return phases, steps
+    return phases, steps, len(tiles)
 
 
 def gemm_outstanding_fraction(per_wg):
@@ -70,14 +71,7 @@ def gemm_outstanding_fraction(per_wg):
     spans = sorted(iv for rs in per_wg for iv in intervals(rs, QK_ISSUED, S_READY) + intervals(rs, PV_ISSUED, PV_DONE))
     if not spans:
         return float("nan")
-    covered, cur_s, cur_e = 0, spans[0][0], spans[0][1]
-    for s_, e in spans[1:]:
-        if s_ > cur_e:
-            covered += cur_e - cur_s
-            cur_s, cur_e = s_, e
-        else:
-            cur_e = max(cur_e, e)
-    covered += cur_e - cur_s
+    covered = sum(e - s_ for s_, e in merge(spans))
     lo = min(rs[0][0] for rs in per_wg)
     hi = max(rs[-1][0] for rs in per_wg)
     return covered / (hi - lo) if hi > lo else float("nan")
@@ -85,21 +79,22 @@ def gemm_outstanding_fraction(per_wg):
 
 def main_serial(args, recs, ghz):
     phases = {name: [] for name, *_ in SERIAL_PHASES}
-    steps, fractions, act_cycles, act_shared = [], [], 0, 0
+    steps, fractions, act_cycles, act_shared, tiles = [], [], 0, 0, 0
     ctas = sorted({c for c, _ in recs})
     for cta in ctas:
         per_wg = [rs for (c, _), rs in sorted(recs.items()) if c == cta]
         for rs in per_wg:
-            p, st = analyse_serial(rs)
+            p, st, nt = analyse_serial(rs)
             for k, v in p.items():
                 phases[k] += v
             steps += st
+            tiles += nt
             mine = intervals(rs, S_READY, ACT_DONE)
             others = sorted(iv for o in per_wg if o is not rs for iv in intervals(o, S_READY, ACT_DONE))
             act_cycles += sum(e - s_ for s_, e in mine)
             act_shared += overlap(mine, merge(others))
         fractions.append(gemm_outstanding_fraction(per_wg))
-    summary = summary_head(args.trace, ghz, recs, steps, 0, phases)
+    summary = summary_head(args.trace, ghz, recs, steps, tiles, phases)
     summary.update({
         "form": "three consumer warpgroups, blocks in series",
         "gemm_outstanding_fraction_median": median(fractions),
