@@ -22,7 +22,7 @@ from trace_lib import header_enum, load_trace, median, summary_head, write_json
 HERE = os.path.dirname(os.path.abspath(__file__))
 EV = header_enum(os.path.join(HERE, "..", "kernels", "sm90", "fwd_config.h"), "FwdTraceEvent")
 TILE_START, TURN, ISSUED, S_READY = EV["kFtTileStart"], EV["kFtTurn"], EV["kFtIssued"], EV["kFtSReady"]
-QK_ISSUED, PV_ISSUED = EV["kFtQkIssued"], EV["kFtPvIssued"]
+QK_ISSUED, PV_ISSUED, OPERANDS = EV["kFtQkIssued"], EV["kFtPvIssued"], EV["kFtOperandsReady"]
 ACT_DONE, PV_DONE, LAST_PV, EPI_END = EV["kFtActDone"], EV["kFtPvDone"], EV["kFtLastPvDone"], EV["kFtEpilogueEnd"]
 
 # Phases of inner step j >= 1 of a tile: (name, from, to, what). "prev" is the end of block j - 1
@@ -38,29 +38,31 @@ STEP_PHASES = (
 )
 
 
-# kFwdThreeConsumers (no turns, each block in series): TURN marks the block's start.
+# kFwdThreeConsumers (no turns, each block in series): a tile's block 0 starts with TURN and its
+# QK^T alone; every block j then runs from S_READY: activation, one batch of PV_j and QK^T_j+1.
 SERIAL_PHASES = (
-    ("K wait + QK issue", TURN, QK_ISSUED, "K_j's arrival, then the wgmmas of QK^T_j"),
-    ("S ready", QK_ISSUED, S_READY, "QK^T_j done, incl. the other warpgroups' GEMMs ahead of it"),
-    ("activation", S_READY, ACT_DONE, "P_j = act(S_j) (+ mask), K_j released"),
-    ("V wait + PV issue", ACT_DONE, PV_ISSUED, "V_j's arrival, then the wgmmas of PV_j"),
-    ("PV done", PV_ISSUED, PV_DONE, "PV_j complete"),
+    ("first QK", TURN, S_READY, "a tile's block 0: K_0's arrival, QK^T_0 issued and complete"),
+    ("activation", S_READY, ACT_DONE, "P_j = act(S_j) (+ mask)"),
+    ("V/K wait", ACT_DONE, OPERANDS, "V_j's and K_j+1's arrival (the producer's TMA loads)"),
+    ("issue", OPERANDS, PV_ISSUED, "the wgmmas of PV_j and QK^T_j+1, accepted behind the others' GEMMs"),
+    ("GEMMs", PV_ISSUED, PV_DONE, "PV_j and QK^T_j+1 complete, incl. the other warpgroups' GEMMs ahead"),
 )
 
 
 def analyse_serial(recs):
-    """Per-block phases, block totals and the tile count of one warpgroup of the three-warpgroup form."""
+    """Per-block phases, block totals (S_j ready to S_j+1 ready) and the tile count of one warpgroup
+    of the three-warpgroup form."""
     phases = {name: [] for name, *_ in SERIAL_PHASES}
     steps = []
     tiles = split_tiles(recs)
     for at in tiles:
-        blocks = sorted(s for (e, s) in at if e == TURN)
+        blocks = sorted(s for (e, s) in at if e == S_READY)
         for j in blocks:
             for name, a, b, _ in SERIAL_PHASES:
                 if (a, j) in at and (b, j) in at and at[(b, j)] >= at[(a, j)]:
                     phases[name].append(at[(b, j)] - at[(a, j)])
-            if (TURN, j + 1) in at:
-                steps.append(at[(TURN, j + 1)] - at[(TURN, j)])
+            if (S_READY, j + 1) in at:
+                steps.append(at[(S_READY, j + 1)] - at[(S_READY, j)])
     return phases, steps, len(tiles)
 
 
@@ -101,7 +103,7 @@ def main_serial(args, recs, ghz):
         "activation_overlap_fraction": act_shared / act_cycles if act_cycles else float("nan"),
     })
     print(f"{args.trace}: {len(recs)} recorders (three-warpgroup form), {len(steps)} blocks, SM clock {ghz:.3f} GHz")
-    print(f"block (start to start), median: {summary['step_cycles_median']:.0f} cycles")
+    print(f"block (S ready to S ready), median: {summary['step_cycles_median']:.0f} cycles")
     print("phases of a block (median cycles; each is its own median):")
     for name, _, _, what in SERIAL_PHASES:
         print(f"  {name:18s} {summary['phases_cycles_median'][name]:8.0f}   {what}")

@@ -94,7 +94,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   if (name == "sm90-three-wg") {  // experimental: three consumer warpgroups, steps in series
     Sm90Options o;
-    o.fwd_flags = sm90::kFwdThreeConsumers | sm90::kFwdKvReuse | sm90::kFwdHalfFold;
+    o.fwd_flags = sm90::kFwdThreeConsumers | sm90::kFwdOuterPipeline | sm90::kFwdKvReuse | sm90::kFwdHalfFold;
     o.label = "three-wg";
     return make_sm90_kernel(o);
   }

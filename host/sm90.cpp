@@ -66,7 +66,7 @@ std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const Cta
       if (kv_reuse && i > s.cta_begin[size_t(c)]) {
         const sm90::FwdTileRecord& prev = r[size_t(i) - 1];
         const int blocks = n1 - n0;
-        if (blocks > 0 && blocks <= sm90::kFwdKvStages && prev.n_range == t.n_range && prev.k_row == t.k_row &&
+        if (blocks > 0 && blocks <= sm90::fwd_kv_stages(flags) && prev.n_range == t.n_range && prev.k_row == t.k_row &&
             (prev.heads >> 16) == (t.heads >> 16))
           t.flags |= sm90::kFwdTileReusesKv;
       }
@@ -111,7 +111,7 @@ class Sm90Kernel final : public AttentionKernel {
     const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
     // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
-    const int resident = (flags & sm90::kFwdKvReuse) ? sm90::kFwdKvStages : 0;
+    const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
     const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), opt_.policy,
                                                      sms_, resident);
     num_tiles_ = int(sched.tiles.size());
@@ -122,7 +122,7 @@ class Sm90Kernel final : public AttentionKernel {
         forward_records(p, sched, (flags & sm90::kFwdKvReuse) != 0, flags);
     records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
     if (!records.empty()) records_.upload(records);
-    smem_ = size_t(sm90::fwd_smem_request(p.head_dim, sm90::fwd_block_n(p.head_dim, flags), flags));
+    smem_ = size_t(sm90::fwd_smem_request(p.head_dim, flags));
     threads_ = sm90::fwd_threads(flags);
     if (flags & sm90::kFwdTrace)
       trace_ = TraceBuffer(opt_.fwd_trace.empty() ? std::string(kDefaultFwdTracePath) : opt_.fwd_trace,

@@ -20,18 +20,21 @@
 namespace gdpa::sm90 {
 
 // Byte offset of element (row, col) of a staged block (the staging buffer must be 1024-aligned).
+// PANEL_ROWS: rows from one panel's start to the next's, 64 for a block of its own; a block staged
+// inside a larger swizzled tile (the forward's Q stage, fwd_config.h fwd_o_in_q) has the tile's.
+template <int PANEL_ROWS = 64>
 GDPA_DEVICE unsigned staged_panel_offset(int row, int col) {
-  return unsigned((col >> 6) * 64 * kSw128RowBytes) + sw128_offset(row, col & 63);
+  return unsigned((col >> 6) * PANEL_ROWS * kSw128RowBytes) + sw128_offset(row, col & 63);
 }
 
 // The warpgroup's 64 x D fragment, times `scale` and rounded to the io dtype, into a staged block.
 // The caller syncs the warpgroup before (the buffer's previous readers are done) and after.
-template <int DTYPE, int D>
+template <int DTYPE, int D, int PANEL_ROWS = 64>
 __device__ __forceinline__ void stage_block(const float (&acc)[D / 2], unsigned staging, float scale,
                                             const FragThread& f) {
 #pragma unroll
   for (int i = 0; i < D / 4; ++i)
-    ptx::st_shared_u32(staging + staged_panel_offset(pair_row(f, i), pair_col(f, i)),
+    ptx::st_shared_u32(staging + staged_panel_offset<PANEL_ROWS>(pair_row(f, i), pair_col(f, i)),
                        pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale));
 }
 
@@ -42,14 +45,14 @@ __device__ __forceinline__ void stage_block(const float (&acc)[D / 2], unsigned 
 // the swizzle term row % 8 is the same in every pass: one address and a constant step; written
 // per pass as chunk / chunks-per-row, the divisions would be hoisted to the kernel start and held
 // across the main loop, where they spill).
-template <int D>
+template <int D, int PANEL_ROWS = 64>
 __device__ __forceinline__ void copy_staged_rows(unsigned staging, unsigned short* rows, int row_stride, int rows_valid,
                                                  int tid) {
   constexpr int kChunksPerRow = D * 2 / 16;
   constexpr int kRowsPerPass = 128 / kChunksPerRow;
   static_assert(kRowsPerPass % 8 == 0, "the swizzle must repeat from pass to pass");
   const int r = tid / kChunksPerRow, c = tid % kChunksPerRow;
-  const unsigned src = staging + staged_panel_offset(r, 8 * c);
+  const unsigned src = staging + staged_panel_offset<PANEL_ROWS>(r, 8 * c);
   unsigned short* dst = rows + (long long)r * row_stride + 8 * c;
 #pragma unroll
   for (int k = 0; k < 64 / kRowsPerPass; ++k)
@@ -65,8 +68,8 @@ __device__ __forceinline__ void copy_staged_rows(unsigned staging, unsigned shor
 // for them (cp.async.bulk.wait_group.read), which the next call does first. A caller staging into
 // a buffer no earlier store of thread 0 reads passes wait_for_stores = false, so that this block's
 // staging does not wait for the previous one's store. Before the CTA exits, thread 0 must wait for
-// the stores to complete (ptx::bulk_wait_group<0>).
-template <int DTYPE, int D>
+// the stores to complete (ptx::bulk_wait_group<0>). PANEL_ROWS: see staged_panel_offset.
+template <int DTYPE, int D, int PANEL_ROWS = 64>
 __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsigned staging, const ptx::TensorMap* map,
                                                 int head, int first_row, unsigned short* rows, int row_stride,
                                                 int rows_valid, float scale, const FragThread& f, int tid, int bar,
@@ -74,19 +77,19 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
   // The previous block's TMA stores must have read the buffer: their issuer waits, then everyone.
   if (tid == 0 && wait_for_stores) ptx::bulk_wait_group_read<0>();
   ptx::named_barrier_sync(bar, 128);
-  stage_block<DTYPE, D>(acc, staging, scale, f);
+  stage_block<DTYPE, D, PANEL_ROWS>(acc, staging, scale, f);
   if (rows_valid >= 64) {
     ptx::fence_proxy_async_smem();  // generic stores -> the TMA unit (async proxy)
     ptx::named_barrier_sync(bar, 128);
     if (tid == 0) {
 #pragma unroll
       for (int panel = 0; panel < D / 64; ++panel)
-        ptx::tma_store_3d(map, staging + panel * 64 * kSw128RowBytes, panel * 64, head, first_row);
+        ptx::tma_store_3d(map, staging + panel * PANEL_ROWS * kSw128RowBytes, panel * 64, head, first_row);
       ptx::bulk_commit_group();
     }
   } else {
     ptx::named_barrier_sync(bar, 128);
-    copy_staged_rows<D>(staging, rows, row_stride, rows_valid, tid);
+    copy_staged_rows<D, PANEL_ROWS>(staging, rows, row_stride, rows_valid, tid);
   }
 }
 

@@ -31,12 +31,13 @@ enum FwdFlags : int {
   // consumer warpgroup of the first kFwdTraceCtas CTAs records FwdTraceEvents into
   // GdpaParams::trace (trace.cuh); experiments/trace_fwd.py reads them.
   kFwdTrace = 8192,
-  // Three consumer warpgroups (BlockM = 192) instead of two, each running its steps in series
-  // (QK^T, activation, PV, one P buffer, no pingpong, no intra-warpgroup overlap): the twelfth
+  // Three consumer warpgroups (BlockM = 192) instead of two, each running its blocks in series
+  // (activation, then PV_j and QK^T_j+1 issued together; one P buffer, no pingpong): the twelfth
   // session's trace showed a warp waits while the tensor cores take its wgmmas, so with two
   // warpgroups a step is one warpgroup's issue + activation in series; with three, each warp's
-  // activation can sit under the other two's GEMMs. One Q stage (the smem plan has no room for
-  // two 48 KB stages), so no outer pipelining either. Experimental.
+  // activation can sit under the other two's GEMMs. With kFwdOuterPipeline, two Q stages, and each
+  // warpgroup stages its O in its own rows of the Q stage it has finished with (no O buffers), which
+  // leaves room for a ring of four 64-key K/V stages. Experimental.
   kFwdThreeConsumers = 32768,
   // Every bit a caller may set (the act mix's bits, act_mix.h, are chosen by the host).
   kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers,
@@ -53,9 +54,11 @@ enum FwdTraceEvent : unsigned {
   kFtPvDone,         // the previous block's PV GEMM is complete (end of a step)
   kFtLastPvDone,     // the tile's last PV GEMM is complete: the epilogue starts (once per tile)
   kFtEpilogueEnd,    // O staged and its stores issued (once per tile)
-  // kFwdThreeConsumers (no turns): kFtTurn marks a block's start, kFtQkIssued its QK^T issued,
-  // kFtSReady and kFtActDone as above, then these two, and kFtPvDone its own PV complete.
-  kFtPvIssued,       // the block's PV GEMM issued
+  // kFwdThreeConsumers (no turns): a tile's block 0 records kFtTurn and kFtQkIssued before its
+  // kFtSReady; every block j then kFtSReady, kFtActDone, these two, and kFtPvDone when PV_j and
+  // QK^T_j+1 are complete.
+  kFtPvIssued,       // the batch PV_j (+ QK^T_j+1) issued
+  kFtOperandsReady,  // V_j (and K_j+1) have arrived: the batch's issue starts
 };
 constexpr int kFwdTraceCtas = 8;
 constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); later events are dropped
@@ -70,7 +73,7 @@ constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 constexpr int kFwdConsumerWarpgroups = 2;  // the default; kFwdThreeConsumers: 3
 constexpr int kFwdBlockM = 64 * kFwdConsumerWarpgroups;  // 64 query rows per consumer warpgroup
 constexpr int kFwdThreads = 128 * (1 + kFwdConsumerWarpgroups);
-constexpr int kFwdKvStages = 2;
+constexpr int kFwdKvStages = 2;  // the default; kFwdThreeConsumers: 4 (fwd_kv_stages)
 GDPA_HD constexpr int fwd_consumer_wgs(int flags) { return (flags & kFwdThreeConsumers) ? 3 : kFwdConsumerWarpgroups; }
 GDPA_HD constexpr int fwd_block_m(int flags) { return 64 * fwd_consumer_wgs(flags); }
 GDPA_HD constexpr int fwd_threads(int flags) { return 128 * (1 + fwd_consumer_wgs(flags)); }
@@ -96,8 +99,16 @@ GDPA_HD constexpr int fwd_load_boxes(int rows, int valid, int box_rows = kFwdLoa
 GDPA_HD constexpr int fwd_block_n(int head_dim, int flags = 0) {
   return (flags & kFwdThreeConsumers) ? 64 : head_dim == 64 ? 128 : 128;
 }
-GDPA_HD constexpr int fwd_q_stages(int flags) {
-  return (flags & kFwdOuterPipeline) && !(flags & kFwdThreeConsumers) ? 2 : 1;
+GDPA_HD constexpr int fwd_q_stages(int flags) { return (flags & kFwdOuterPipeline) ? 2 : 1; }
+// K/V ring stages. kFwdThreeConsumers: 64-key stages, four of them, so that the ring holds as many
+// keys as the default's two 128-key stages (K/V reuse up to Lk = 256) and the first warpgroup can
+// run more than a block ahead of the last while the loads of the next blocks are in flight.
+GDPA_HD constexpr int fwd_kv_stages(int flags) { return (flags & kFwdThreeConsumers) ? 4 : kFwdKvStages; }
+// kFwdThreeConsumers with two Q stages: O is staged in the warpgroup's own 64 rows of the Q stage
+// (its last QK^T has read them; the other warpgroups read only theirs), released to the producer
+// one tile later, once the TMA store has read it.
+GDPA_HD constexpr bool fwd_o_in_q(int flags) {
+  return (flags & kFwdThreeConsumers) && fwd_q_stages(flags) == 2;
 }
 
 // Everything the forward needs about one work tile, computed on the host (host/sm90.cpp) from the
@@ -119,7 +130,9 @@ constexpr int kFwdTileReusesKv = 1;
 // wgmma descriptors assume base offset 0.
 struct FwdSmemPlan {
   int q_bytes, kv_bytes;           // one Q stage, one K (or V) stage
+  int kv_stages;
   int o_bytes;                     // one consumer's O staging: 64 rows (see below)
+  bool o_in_q;                     // fwd_o_in_q: no O buffers, O staged in the Q stage
   int q_off, k_off, v_off, o_off, bar_off, total;
 };
 
@@ -128,26 +141,27 @@ struct FwdSmemPlan {
 // forward's largest stall). The staging buffer holds the warpgroup's 64 rows as D / 64 panels of
 // [64 rows][128 B] in the 128-byte swizzle, the source layout of the TMA store (epilogue.cuh,
 // store_block_tma); the swizzle also keeps the fragment's shared-memory stores free of conflicts.
+// Staged in a Q stage (fwd_o_in_q), the panels are [BlockM rows][128 B] apart.
 
-GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int block_n, int q_stages,
-                                            int consumer_wgs = kFwdConsumerWarpgroups) {
+GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int flags) {
+  const int wgs = fwd_consumer_wgs(flags), q_stages = fwd_q_stages(flags);
   FwdSmemPlan s{};
-  s.q_bytes = 64 * consumer_wgs * head_dim * 2;
-  s.kv_bytes = block_n * head_dim * 2;
+  s.q_bytes = 64 * wgs * head_dim * 2;
+  s.kv_bytes = fwd_block_n(head_dim, flags) * head_dim * 2;
+  s.kv_stages = fwd_kv_stages(flags);
+  s.o_in_q = fwd_o_in_q(flags);
   s.q_off = 0;
   s.k_off = s.q_off + q_stages * s.q_bytes;
-  s.v_off = s.k_off + kFwdKvStages * s.kv_bytes;
+  s.v_off = s.k_off + s.kv_stages * s.kv_bytes;
   s.o_bytes = 64 * head_dim * 2;
-  s.o_off = s.v_off + kFwdKvStages * s.kv_bytes;
-  s.bar_off = s.o_off + consumer_wgs * s.o_bytes;
-  s.total = s.bar_off + 8 * (2 * q_stages + 4 * kFwdKvStages);
+  s.o_off = s.v_off + s.kv_stages * s.kv_bytes;
+  s.bar_off = s.o_off + (s.o_in_q ? 0 : wgs * s.o_bytes);
+  s.total = s.bar_off + 8 * (2 * q_stages + 4 * s.kv_stages);
   return s;
 }
 
 // Dynamic shared memory to request: the plan plus slack to align the base to 1024 bytes (the
 // runtime only guarantees 16-byte alignment of dynamic shared memory).
-GDPA_HD constexpr int fwd_smem_request(int head_dim, int block_n, int flags) {
-  return fwd_smem_plan(head_dim, block_n, fwd_q_stages(flags), fwd_consumer_wgs(flags)).total + 1024;
-}
+GDPA_HD constexpr int fwd_smem_request(int head_dim, int flags) { return fwd_smem_plan(head_dim, flags).total + 1024; }
 
 }  // namespace gdpa::sm90

@@ -102,11 +102,11 @@ __device__ __forceinline__ bool block_needs_mask(int n, int row_lo, int row_hi, 
   return false;
 }
 
-template <int QS>
+template <int FLAGS>
 struct FwdBarriers {
-  SlotBarriers q[QS];
-  SlotBarriers k[kFwdKvStages];
-  SlotBarriers v[kFwdKvStages];
+  SlotBarriers q[fwd_q_stages(FLAGS)];
+  SlotBarriers k[fwd_kv_stages(FLAGS)];
+  SlotBarriers v[fwd_kv_stages(FLAGS)];
 };
 
 // The first `boxes` 64-row halves of a tile of ROWS rows x D columns: TMA boxes of 64 rows x 64
@@ -142,9 +142,10 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
   constexpr int BN = fwd_block_n(D, FLAGS);
   constexpr int BM = fwd_block_m(FLAGS);
   constexpr int QS = fwd_q_stages(FLAGS);
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS, fwd_consumer_wgs(FLAGS));
+  constexpr int ST = fwd_kv_stages(FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
-  auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
+  auto* bars = reinterpret_cast<FwdBarriers<FLAGS>*>(smem + plan.bar_off);
   int q_count = 0, kv_count = 0;  // Q tiles and K/V blocks loaded so far (the consumers count the same)
   int it, end, stride;
   cta_tiles(p, &it, &end, &stride);
@@ -161,8 +162,8 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
       ++q_count;
     }
     for (int n = t.n_begin(); n < t.n_end() && !reuse; ++n, ++kv_count) {
-      const int s = kv_count % kFwdKvStages;
-      const unsigned phase = unsigned(kv_count / kFwdKvStages) & 1u;
+      const int s = kv_count % ST;
+      const unsigned phase = unsigned(kv_count / ST) & 1u;
       const int key_row = t.k_row + n * BN;
       const int boxes = fwd_load_boxes(BN, t.len_k - n * BN);
       producer_acquire(bars->k[s], phase, load_bytes<D>(boxes));
@@ -221,6 +222,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[
     issue_pv<DTYPE, D, BN, false>(o, p, v_tile);
 }
 
+
 // Pingpong (kFwdPingpong): one turn per inner step, S_j and PV_{j-1} issued together.
 template <int FLAGS>
 using FwdTurns = ConsumerTurns<(FLAGS & kFwdPingpong) != 0, kBarSchedBase>;
@@ -253,8 +255,8 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
                                              unsigned char* smem) {
   constexpr int BN = fwd_block_n(D, FLAGS);
   constexpr int QS = fwd_q_stages(FLAGS);
-  constexpr int ST = kFwdKvStages;
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS);
+  constexpr int ST = fwd_kv_stages(FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
   constexpr bool kOuter = (FLAGS & kFwdOuterPipeline) != 0;
   constexpr bool kOverlap = (FLAGS & kFwdIntraOverlap) != 0;
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
@@ -264,7 +266,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
-  auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
+  auto* bars = reinterpret_cast<FwdBarriers<FLAGS>*>(smem + plan.bar_off);
   const unsigned base_addr = ptx::smem_addr(smem);
   const FragThread f = frag_thread(int(threadIdx.x) - 128 * (cw + 1));
   const int row_stride = p.heads_q * D;
@@ -518,36 +520,49 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   if (threadIdx.x == 128 * (cw + 1)) ptx::bulk_wait_group<0>();
 }
 
-// kFwdThreeConsumers: one of three consumer warpgroups, its steps in series. Per key block j:
-// S = Q K_j^T, wait; P = act(S); O += P V_j, wait. One P buffer and no GEMM in flight across the
-// activation, so S (64), O (64) and P (32, packed as S dies) fit the 160 registers three consumer
-// warpgroups leave; the tensor cores stay busy because the other two warpgroups issue while this
-// one computes. No pingpong turns: three warpgroups interleave by themselves.
+// kFwdThreeConsumers: one of three consumer warpgroups, its blocks in series. Per key block j:
+// P = act(S_j); then O += P V_j and S_j+1 = Q K_j+1^T issued as one batch, wait. One P buffer and
+// no GEMM in flight across the activation, so S (32), O (64) and P (16) fit the 160 registers
+// three consumer warpgroups leave; the tensor cores stay busy because the other two warpgroups
+// issue while this one computes, and issuing PV and the next QK^T together saves a round trip to
+// the tensor cores per block. No pingpong turns: three warpgroups interleave by themselves.
 template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
 __device__ __forceinline__ void fwd_consumer_serial(int cw, const GdpaParams& p, const ptx::TensorMap* tm_o,
                                                     unsigned char* smem) {
   constexpr int BN = fwd_block_n(D, FLAGS);
   constexpr int BM = fwd_block_m(FLAGS);
   constexpr int QS = fwd_q_stages(FLAGS);
-  constexpr int ST = kFwdKvStages;
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS, fwd_consumer_wgs(FLAGS));
+  constexpr int ST = fwd_kv_stages(FLAGS);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
   constexpr bool kUnit = (FLAGS & kFwdUnitLogitScale) != 0;
   constexpr int kMix = act_mix_of(FLAGS);
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix>;
   static_assert((FLAGS & kFwdSoftmax) == 0, "the softmax variant keeps two consumer warpgroups");
-  auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
+  auto* bars = reinterpret_cast<FwdBarriers<FLAGS>*>(smem + plan.bar_off);
   const unsigned base_addr = ptx::smem_addr(smem);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
   const FragThread f = frag_thread(tid);
   const int row_stride = p.heads_q * D;
   auto phase_of = [](int count, int stages) { return unsigned(count / stages) & 1u; };
+  auto k_tile = [&](int count) { return base_addr + plan.k_off + (count % ST) * plan.kv_bytes; };
+  auto v_tile = [&](int count) { return base_addr + plan.v_off + (count % ST) * plan.kv_bytes; };
+  // plan.o_in_q: the Q stage a tile's O was staged in goes back to the producer during the next
+  // tile, once thread 0's TMA store has read it; the fence orders the threads' generic accesses to
+  // it (staging, a partial tile's copy) before the TMA load that will overwrite it.
+  auto release_staged_q = [&](int stage) {
+    if (tid == 0) ptx::bulk_wait_group_read<0>();
+    ptx::fence_proxy_async_smem();
+    __syncwarp();
+    consumer_release(bars->q[stage]);
+  };
 
   float s_acc[BN / 2];
   unsigned p_acc[BN / 4];
   float o_acc[D / 2];
   RoleTracer<(FLAGS & kFwdTrace) != 0, kFwdTraceCtas, fwd_consumer_wgs(FLAGS), kFwdTraceSlots> trace(p, cw, tid == 0);
   int q_count = 0, kv_count = 0;
+  int held_q = -1;  // plan.o_in_q: the stage holding the previous tile's staged O, not yet released
   int it, end, stride;
   cta_tiles(p, &it, &end, &stride);
   for (; it < end; it += stride) {
@@ -567,50 +582,85 @@ __device__ __forceinline__ void fwd_consumer_serial(int cw, const GdpaParams& p,
     const bool release_kv = !next_reuse;
     const int qs = q_count % QS;
     const unsigned q_addr = base_addr + plan.q_off + qs * plan.q_bytes;
-    // Rows all past the sequence's end: walk the slots (the empty barriers count every consumer
-    // warp) without computing.
-    const bool idle = row0 >= cur.len_q;
     consumer_wait(bars->q[qs], phase_of(q_count, QS));
-    for (int j = 0; j < nblocks; ++j) {
-      const int kj = kvb + j;
-      const unsigned k_addr = base_addr + plan.k_off + (kj % ST) * plan.kv_bytes;
-      const unsigned v_addr = base_addr + plan.v_off + (kj % ST) * plan.kv_bytes;
-      trace(kFtTurn, j);
-      if (fresh) consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
-      if (!idle) {
-        ptx::wgmma_fence();
-        issue_qk<DTYPE, D, BN, BM>(s_acc, q_addr, 64 * cw, k_addr);
-        ptx::wgmma_commit();
-        trace(kFtQkIssued, j);
-        ptx::wgmma_wait<0>();
-        ptx::fence_operand(s_acc);
-        trace(kFtSReady, j);
+    if (row0 >= cur.len_q) {
+      // Rows all past the sequence's end: walk the slots (their empty barriers count every
+      // consumer warp) without computing. A path of its own: a wgmma batch may not span a branch
+      // (ptxas would serialize every wgmma of the kernel, C7520).
+      for (int j = 0; j < nblocks; ++j) {
+        const int kj = kvb + j;
+        if (fresh) consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
+        if (fresh) consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
+        if (release_kv) {
+          consumer_release(bars->k[kj % ST]);
+          consumer_release(bars->v[kj % ST]);
+        }
       }
-      if (release_kv) consumer_release(bars->k[kj % ST]);
-      if (j == nblocks - 1) consumer_release(bars->q[qs]);
-      if (!idle) {
+      if (plan.o_in_q && held_q >= 0) release_staged_q(held_q);
+      if (!plan.o_in_q) consumer_release(bars->q[qs]);
+    } else {
+      trace(kFtTurn, 0);
+      if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
+      ptx::wgmma_fence();
+      issue_qk<DTYPE, D, BN, BM>(s_acc, q_addr, 64 * cw, k_tile(kvb));
+      ptx::wgmma_commit();
+      trace(kFtQkIssued, 0);
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o_acc[i] = 0.0f;  // every PV accumulates: one wgmma sequence
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(s_acc);
+      if (release_kv) consumer_release(bars->k[kvb % ST]);
+      if (plan.o_in_q && held_q >= 0) release_staged_q(held_q);
+      for (int j = 0;; ++j) {
+        const int kj = kvb + j;
+        const bool last = j == nblocks - 1;
+        trace(kFtSReady, j);
+        if (!plan.o_in_q && last) consumer_release(bars->q[qs]);
         activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_acc, cur.n_begin() + j, row0, cur, p, f);
         trace(kFtActDone, j);
-      }
-      if (fresh) consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
-      if (!idle) {
+        if (fresh) consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
+        if (last) {
+          trace(kFtOperandsReady, j);
+          ptx::wgmma_fence();
+          issue_pv<DTYPE, D, BN, true>(o_acc, p_acc, v_tile(kj));
+          ptx::wgmma_commit();
+          trace(kFtPvIssued, j);
+          ptx::wgmma_wait<0>();
+          ptx::fence_operand(o_acc);
+          ptx::fence_operand(p_acc);
+          trace(kFtPvDone, j);
+          if (release_kv) consumer_release(bars->v[kj % ST]);
+          break;
+        }
+        if (fresh) consumer_wait(bars->k[(kj + 1) % ST], phase_of(kj + 1, ST));
+        trace(kFtOperandsReady, j);
         ptx::wgmma_fence();
-        issue_pv<DTYPE, D, BN>(o_acc, p_acc, v_addr, j > 0);
+        issue_pv<DTYPE, D, BN, true>(o_acc, p_acc, v_tile(kj));
+        issue_qk<DTYPE, D, BN, BM>(s_acc, q_addr, 64 * cw, k_tile(kj + 1));
         ptx::wgmma_commit();
         trace(kFtPvIssued, j);
         ptx::wgmma_wait<0>();
         ptx::fence_operand(o_acc);
         ptx::fence_operand(p_acc);
+        ptx::fence_operand(s_acc);
         trace(kFtPvDone, j);
+        if (release_kv) {
+          consumer_release(bars->v[kj % ST]);
+          consumer_release(bars->k[(kj + 1) % ST]);
+        }
       }
-      if (release_kv) consumer_release(bars->v[kj % ST]);
-    }
-    if (!idle) {
-      store_block_tma<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(), cur.q_row + 64 * cw,
-                                out_rows, row_stride, cur.len_q - row0, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid,
-                                kBarEpilogueBase + cw);
+      const float scale = (kTwice ? 0.5f : 1.0f) * p.out_scale;
+      if constexpr (plan.o_in_q)  // this warpgroup's rows of the Q stage; no earlier store reads them
+        store_block_tma<DTYPE, D, BM>(o_acc, q_addr + 64 * cw * kSw128RowBytes, tm_o, cur.head(), cur.q_row + 64 * cw,
+                                      out_rows, row_stride, cur.len_q - row0, scale, f, tid, kBarEpilogueBase + cw,
+                                      false);
+      else
+        store_block_tma<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
+                                  cur.q_row + 64 * cw, out_rows, row_stride, cur.len_q - row0, scale, f, tid,
+                                  kBarEpilogueBase + cw);
       trace(kFtEpilogueEnd, nblocks);
     }
+    held_q = qs;
     if (fresh) kv_count += nblocks;
     ++q_count;
   }
@@ -628,8 +678,9 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
   static_assert(D == 64 || D == 128, "head dim");
   constexpr int BN = fwd_block_n(D, FLAGS);
   constexpr int QS = fwd_q_stages(FLAGS);
+  constexpr int ST = fwd_kv_stages(FLAGS);
   constexpr int kWgs = fwd_consumer_wgs(FLAGS);
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, BN, QS, kWgs);
+  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
   static_assert(plan.q_off % 1024 == 0 && plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0,
                 "128B-swizzled tiles must start on 1024-byte boundaries");
   static_assert(plan.o_off % 1024 == 0 && plan.o_bytes % 1024 == 0,
@@ -638,12 +689,12 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
   extern __shared__ unsigned char smem_raw[];
   const unsigned raw = ptx::smem_addr(smem_raw);
   unsigned char* smem = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
-  auto* bars = reinterpret_cast<FwdBarriers<QS>*>(smem + plan.bar_off);
+  auto* bars = reinterpret_cast<FwdBarriers<FLAGS>*>(smem + plan.bar_off);
 
   // Rows of a V slot past a sequence's end may not be loaded (kFwdLoadRows); their P entries are 0,
   // and 0 * V must be 0, so the slots start as zeros rather than whatever the last kernel left
   // (a NaN bit pattern there would make 0 * NaN). Later they hold real V rows of earlier tiles.
-  for (int i = int(threadIdx.x); i < kFwdKvStages * plan.kv_bytes / 16; i += fwd_threads(FLAGS))
+  for (int i = int(threadIdx.x); i < ST * plan.kv_bytes / 16; i += fwd_threads(FLAGS))
     reinterpret_cast<uint4*>(smem + plan.v_off)[i] = make_uint4(0u, 0u, 0u, 0u);
   ptx::fence_proxy_async_smem();  // the zeros (generic proxy) before the TMA loads (async proxy)
   if (threadIdx.x == 0) {
@@ -652,7 +703,7 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
       ptx::mbarrier_init(&bars->q[s].full, 1);
       ptx::mbarrier_init(&bars->q[s].empty, kConsumerWarps);
     }
-    for (int s = 0; s < kFwdKvStages; ++s) {
+    for (int s = 0; s < ST; ++s) {
       ptx::mbarrier_init(&bars->k[s].full, 1);
       ptx::mbarrier_init(&bars->k[s].empty, kConsumerWarps);
       ptx::mbarrier_init(&bars->v[s].full, 1);

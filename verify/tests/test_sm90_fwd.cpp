@@ -23,32 +23,46 @@ using namespace gdpa;
 TEST_CASE("sm90 forward shared-memory plan: 1024-aligned tiles, fits the 227 KB a CTA may use") {
   for (int d : {64, 128})
     for (int flags : {0, int(sm90::kFwdDefaultFlags)}) {
-      const sm90::FwdSmemPlan s = sm90::fwd_smem_plan(d, sm90::fwd_block_n(d), sm90::fwd_q_stages(flags));
+      const sm90::FwdSmemPlan s = sm90::fwd_smem_plan(d, flags);
       CHECK(s.q_off % 1024 == 0);
       CHECK(s.k_off % 1024 == 0);
       CHECK(s.v_off % 1024 == 0);
       CHECK(s.k_off - s.q_off == sm90::fwd_q_stages(flags) * sm90::kFwdBlockM * d * 2);
+      CHECK(s.kv_stages == sm90::kFwdKvStages);
+      CHECK(!s.o_in_q);
       CHECK(s.o_off % 1024 == 0);  // the O staging panels are TMA store sources in the 128-byte swizzle
       CHECK(s.o_bytes == 64 * d * 2);
+      CHECK(s.bar_off - s.o_off == 2 * 64 * d * 2);
       CHECK(s.bar_off % 8 == 0);
-      CHECK(sm90::fwd_smem_request(d, sm90::fwd_block_n(d), flags) <= 227 * 1024);
+      CHECK(sm90::fwd_smem_request(d, flags) <= 227 * 1024);
     }
   // 3 warpgroups: 1 producer + 2 consumers of 64 rows.
   CHECK(sm90::kFwdThreads == 384);
   CHECK(sm90::kFwdBlockM == 128);
-  // kFwdThreeConsumers: 1 producer + 3 consumers, 192 query rows, 64 keys per step, one Q stage.
-  const int three = sm90::kFwdThreeConsumers | sm90::kFwdOuterPipeline;
-  CHECK(sm90::fwd_threads(three) == 512);
-  CHECK(sm90::fwd_block_m(three) == 192);
-  CHECK(sm90::fwd_q_stages(three) == 1);
-  for (int d : {64, 128}) {
-    const sm90::FwdSmemPlan s = sm90::fwd_smem_plan(d, sm90::fwd_block_n(d, three), 1, 3);
-    CHECK(s.q_bytes == 192 * d * 2);
-    CHECK(s.k_off % 1024 == 0);
-    CHECK(s.v_off % 1024 == 0);
-    CHECK(s.o_off % 1024 == 0);
-    CHECK(s.bar_off - s.o_off == 3 * 64 * d * 2);
-    CHECK(sm90::fwd_smem_request(d, sm90::fwd_block_n(d, three), three) <= 227 * 1024);
+  // kFwdThreeConsumers: 1 producer + 3 consumers, 192 query rows, 64 keys per step, four K/V stages;
+  // with the outer pipeline two Q stages that also hold the staged O, without it one Q stage and
+  // O buffers of their own.
+  for (int outer : {0, int(sm90::kFwdOuterPipeline)}) {
+    const int three = sm90::kFwdThreeConsumers | sm90::kFwdKvReuse | outer;
+    CHECK(sm90::fwd_threads(three) == 512);
+    CHECK(sm90::fwd_block_m(three) == 192);
+    CHECK(sm90::fwd_q_stages(three) == (outer ? 2 : 1));
+    CHECK(sm90::fwd_kv_stages(three) == 4);
+    CHECK(sm90::fwd_o_in_q(three) == (outer != 0));
+    for (int d : {64, 128}) {
+      const sm90::FwdSmemPlan s = sm90::fwd_smem_plan(d, three);
+      CHECK(s.q_bytes == 192 * d * 2);
+      CHECK(s.kv_bytes == 64 * d * 2);
+      CHECK(s.k_off - s.q_off == (outer ? 2 : 1) * s.q_bytes);
+      CHECK(s.v_off - s.k_off == 4 * s.kv_bytes);
+      CHECK(s.k_off % 1024 == 0);
+      CHECK(s.v_off % 1024 == 0);
+      CHECK(s.o_off % 1024 == 0);
+      CHECK(s.bar_off - s.o_off == (outer ? 0 : 3 * 64 * d * 2));
+      // A warpgroup's rows of a Q stage, where it stages O, start on a 1024-byte boundary.
+      CHECK(64 * 128 % 1024 == 0);
+      CHECK(sm90::fwd_smem_request(d, three) <= 227 * 1024);
+    }
   }
 }
 
@@ -99,13 +113,15 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
 
 TEST_CASE("sm90 three-consumer-warpgroup forward compiles without local memory") {
   // Experimental (kFwdThreeConsumers): 160 registers per consumer thread; with 128 keys per step
-  // it spilled 432 bytes in the activation, with 64 it keeps every register.
+  // it spilled 432 bytes in the activation, with 64 it keeps every register. Both forms: O staged
+  // in the Q stage (the registry's sm90-three-wg, with kFwdOuterPipeline) and in buffers of its own.
   ProblemDesc p;
   p.cu_seqlens_q = p.cu_seqlens_k = {0, 1};
   Sm90Options opt;
-  opt.fwd_flags = sm90::kFwdThreeConsumers | sm90::kFwdKvReuse | sm90::kFwdHalfFold;
-  for (int d : {64, 128})
+  for (int outer : {0, int(sm90::kFwdOuterPipeline)})
+    for (int d : {64, 128})
     for (MaskKind m : {kMaskNone, kMaskCausal}) {
+      opt.fwd_flags = sm90::kFwdThreeConsumers | sm90::kFwdKvReuse | sm90::kFwdHalfFold | outer;
       p.head_dim = d;
       p.mask = m;
       const std::vector<KernelSource> srcs = sm90_kernel_sources(p, opt, false);
