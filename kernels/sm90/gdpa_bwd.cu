@@ -1057,6 +1057,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         if (dq_job) {
           if (!kPingpong) wait_ds_full(dq_step, bars);
           issue_dq<DTYPE, D>(dq, dq_step, chunk, ds_tiles, k_tile);
+        } else if (!kDqFirst) {
+          ptx::wgmma_commit();  // an empty group, so that wait_group 1 below always means dV and dK
         }
       };
       auto dq_hand_over = [&] {
@@ -1075,11 +1077,22 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
 
       // 8: everything of this step has finished reading Q, dO, P^T, dS^T and the dS buffer.
       // kDqFirst: the dQ job's group first (dV and dK still run): its hand-over, then the rest.
+      // Otherwise dV and dK (the last readers of Q and dO) are the older group: Q and dO go back to
+      // the producer while the dQ job still runs. With two Q / dO stages the slot of step t + 2
+      // frees when the second warpgroup is done with step t, about half a step before the first
+      // one needs it; the earlier release gives the load the dQ job's time more.
       if constexpr (kDqFirst) {
         ptx::wgmma_wait<1>();
         ptx::fence_operand(dq);
         trace(kTrDqJobDone, step);
         dq_hand_over();
+      } else {
+        ptx::wgmma_wait<1>();
+        ptx::fence_operand(pk);
+        ptx::fence_operand(dsk);
+        ptx::fence_operand(dv);
+        ptx::fence_operand(dk);
+        consumer_release(bars->qdo[qs]);
       }
       ptx::wgmma_wait<0>();
       ptx::fence_operand(pk);
@@ -1088,7 +1101,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ptx::fence_operand(dk);
       ptx::fence_operand(dq);
       trace(kTrBDone, step);
-      consumer_release(bars->qdo[qs]);
+      if (kDqFirst) consumer_release(bars->qdo[qs]);
       if (!kDqFirst) dq_hand_over();
     };
     // K and V of the tile (the first step needs both at once; the producer loads them right after
