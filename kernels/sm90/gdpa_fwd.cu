@@ -222,7 +222,6 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[
     issue_pv<DTYPE, D, BN, false>(o, p, v_tile);
 }
 
-
 // Pingpong (kFwdPingpong): one turn per inner step, S_j and PV_{j-1} issued together.
 template <int FLAGS>
 using FwdTurns = ConsumerTurns<(FLAGS & kFwdPingpong) != 0, kBarSchedBase>;
@@ -326,8 +325,25 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     const unsigned q_addr = q_tile(q_count);
     const int qs = q_count % QS;
 
-    // The waits before a tile's last turn: its last V block and, with outer pipelining, the next
-    // tile's Q and first K block, whose QK^T rides in that turn; then the turn itself.
+    // The waits before each of a tile's turns, the same on the busy path and the skip-empty one:
+    // block 0's turn needs Q and K_0 (unless the previous tile issued S_0 already), inner step j's
+    // K_j and V_j-1, the last turn the last V block and, with outer pipelining, the next tile's Q
+    // and first K block, whose QK^T rides in that turn; then the turn itself.
+    auto wait_first_turn = [&] {
+      consumer_wait(bars->q[qs], phase_of(q_count, QS));
+      if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
+      FwdTurns<FLAGS>::wait(cw);
+      trace(kFtTurn, 0);
+    };
+    auto wait_step_turn = [&](int j) {
+      const int kj = kvb + j, vj = kvb + j - 1;
+      if (fresh) {
+        consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
+        consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
+      }
+      FwdTurns<FLAGS>::wait(cw);
+      trace(kFtTurn, j);
+    };
     auto wait_last_turn = [&] {
       const int vj = kvb + nblocks - 1;
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
@@ -349,10 +365,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     // wgmma issues in the steady-state loop cost 2-11 % at s = 1, where no tile is ever idle.
     if (kSkipEmpty && row0 >= cur.len_q) {
       if (!first_s_in_flight) {
-        consumer_wait(bars->q[qs], phase_of(q_count, QS));
-        if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
-        FwdTurns<FLAGS>::wait(cw);
-        trace(kFtTurn, 0);
+        wait_first_turn();
         FwdTurns<FLAGS>::pass(cw);
         trace(kFtIssued, 0);
       }
@@ -360,12 +373,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       if (release_kv) consumer_release(bars->k[kvb % ST]);
       for (int j = 1; j < nblocks; ++j) {
         const int kj = kvb + j, vj = kvb + j - 1;
-        if (fresh) {
-          consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
-          consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
-        }
-        FwdTurns<FLAGS>::wait(cw);
-        trace(kFtTurn, j);
+        wait_step_turn(j);
         FwdTurns<FLAGS>::pass(cw);
         trace(kFtIssued, j);
         if (release_kv) {
@@ -396,10 +404,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
 
     // ---- block 0: S_0 = Q K_0^T (already in flight if the previous tile issued it) ----
     if (!first_s_in_flight) {
-      consumer_wait(bars->q[qs], phase_of(q_count, QS));
-      if (fresh) consumer_wait(bars->k[kvb % ST], phase_of(kvb, ST));
-      FwdTurns<FLAGS>::wait(cw);
-      trace(kFtTurn, 0);
+      wait_first_turn();
       ptx::wgmma_fence();
       issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kvb));
       ptx::wgmma_commit();
@@ -422,12 +427,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
     auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4]) {
       const int kj = kvb + j, vj = kvb + j - 1;
-      if (fresh) {
-        consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
-        consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
-      }
-      FwdTurns<FLAGS>::wait(cw);
-      trace(kFtTurn, j);
+      wait_step_turn(j);
       ptx::wgmma_fence();
       issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
       ptx::wgmma_commit();
@@ -589,8 +589,10 @@ __device__ __forceinline__ void fwd_consumer_serial(int cw, const GdpaParams& p,
       // (ptxas would serialize every wgmma of the kernel, C7520).
       for (int j = 0; j < nblocks; ++j) {
         const int kj = kvb + j;
-        if (fresh) consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
-        if (fresh) consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
+        if (fresh) {
+          consumer_wait(bars->k[kj % ST], phase_of(kj, ST));
+          consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
+        }
         if (release_kv) {
           consumer_release(bars->k[kj % ST]);
           consumer_release(bars->v[kj % ST]);
