@@ -40,12 +40,12 @@ KernelSource fwd_source(const ProblemDesc& p, int flags) {
   return s;
 }
 
-// Host-side tile records (kernels/sm90/fwd_config.h): geometry from the offsets and the mask, and
-// whether the tile can read the K/V its CTA's previous tile left in the ring (same keys of the same
-// KV head, few enough blocks to stay resident).
-std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, bool kv_reuse,
-                                                 int flags = sm90::kFwdDefaultFlags) {
+// Host-side tile records (kernels/sm90/fwd_config.h) for the forward with `flags`: geometry from
+// the offsets and the mask, and (kFwdKvReuse) whether the tile can read the K/V its CTA's previous
+// tile left in the ring (same keys of the same KV head, few enough blocks to stay resident).
+std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, int flags) {
   const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
+  const bool kv_reuse = (flags & sm90::kFwdKvReuse) != 0;
   std::vector<sm90::FwdTileRecord> r(s.tiles.size());
   for (int c = 0; c < s.ctas(); ++c) {
     for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
@@ -118,8 +118,7 @@ class Sm90Kernel final : public AttentionKernel {
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
     cta_begin_.upload(sched.cta_begin);
-    const std::vector<sm90::FwdTileRecord> records =
-        forward_records(p, sched, (flags & sm90::kFwdKvReuse) != 0, flags);
+    const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, flags);
     records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
     if (!records.empty()) records_.upload(records);
     smem_ = size_t(sm90::fwd_smem_request(p.head_dim, flags));
@@ -188,7 +187,8 @@ Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int l
     throw ProblemError("forward traffic: load_rows must divide the tile (" + std::to_string(bm) + " rows)");
   const CtaSchedule sched =
       build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, kv_reuse ? sm90::kFwdKvStages : 0);
-  const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, kv_reuse);
+  const std::vector<sm90::FwdTileRecord> records =
+      forward_records(p, sched, kv_reuse ? sm90::kFwdDefaultFlags : sm90::kFwdDefaultFlags & ~sm90::kFwdKvReuse);
   const double row_bytes = double(p.head_dim) * 2.0;  // one head's row of a 16-bit tensor
   // Rows of a `rows`-row tile whose first `valid` rows are real, in whole boxes (as the kernel loads).
   auto loaded_rows = [&](int rows, int valid) { return sm90::fwd_load_boxes(rows, valid, load_rows) * load_rows; };
