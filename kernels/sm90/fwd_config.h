@@ -92,12 +92,12 @@ GDPA_HD constexpr int fwd_load_boxes(int rows, int valid, int box_rows = kFwdLoa
   return valid >= rows ? rows / box_rows : valid <= box_rows ? 1 : (valid + box_rows - 1) / box_rows;
 }
 
-// BlockN: keys per inner step. 128 keeps S (64 regs), P (2 x 32) and O (64 regs) of a consumer
-// thread inside the 240 registers setmaxnreg gives it at D = 128.
+// BlockN: keys per inner step, at both head dims. 128 keeps S (64 regs), P (2 x 32) and O (64 regs)
+// of a consumer thread inside the 240 registers setmaxnreg gives it at D = 128.
 // kFwdThreeConsumers: 64 keys per step, so that S (32), P (16) and O (64) leave room for the
 // activation's temporaries in 160 registers (with 128 keys it spilled 432 bytes).
-GDPA_HD constexpr int fwd_block_n(int head_dim, int flags = 0) {
-  return (flags & kFwdThreeConsumers) ? 64 : head_dim == 64 ? 128 : 128;
+GDPA_HD constexpr int fwd_block_n(int /*head_dim*/, int flags = 0) {
+  return (flags & kFwdThreeConsumers) ? 64 : 128;
 }
 GDPA_HD constexpr int fwd_q_stages(int flags) { return (flags & kFwdOuterPipeline) ? 2 : 1; }
 // K/V ring stages. kFwdThreeConsumers: 64-key stages, four of them, so that the ring holds as many
