@@ -15,6 +15,11 @@ EXP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$EXP_ROOT" || exit 2
 
 GDPA=${GDPA:-build/gdpa}
+# 1: the kernels of a bench call are timed in alternating rounds (`gdpa bench --interleave`), the
+# fair way to compare variants of one kernel. reproduce.sh sets 0: its absolute numbers are each
+# kernel's sustained speed, timed alone (a low-power kernel in the same rounds would let the GPU
+# leave its power cap between the other's calls).
+BENCH_INTERLEAVE=${BENCH_INTERLEAVE:-1}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-0}  # seconds per bench call, 0 = none; a hung kernel then cannot eat a session
 EXP_NAME=$(basename "$0" .sh)
 EXP_T0=$(date +%s)
@@ -72,6 +77,7 @@ bench() {
     bwd) dir_opt=(--bwd-only) ;;
     *) die "bench: direction must be both, fwd or bwd, not '$dirs'" ;;
   esac
+  [ "$BENCH_INTERLEAVE" = 1 ] && has_bench_option interleave && dir_opt+=(--interleave)
   local cmd=("$GDPA" bench --kernels "$kernels" --sets "$sets" "${dir_opt[@]}" --out "$OUT" --stem "$stem" "$@")
   [ "$BENCH_TIMEOUT" != 0 ] && cmd=(timeout --signal=KILL "$BENCH_TIMEOUT" "${cmd[@]}")
   say "start  $stem: kernels $kernels, sets $sets, $dirs${*:+ $*}"

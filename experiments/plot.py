@@ -405,6 +405,8 @@ ABLATIONS = (
              (("sm90-no-dq-first", "dV and dK first, the hand-over after all three"),)),
     Ablation("dq-two-stage", "Backward: dQ jobs alternating between two staging buffers (accumulator path)",
              (("sm90-no-dq-two-stage", "one staging buffer"),)),
+    Ablation("early-act", "Backward: P^T and act' computed while the dP^T product still runs (default: dQ finished in the kernel)",
+             (("sm90-no-early-act", "both products waited for first"),)),
 )
 
 

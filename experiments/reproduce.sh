@@ -9,6 +9,8 @@ set -euo pipefail
 KERNELS=${KERNELS:-sm90,baseline,unfused-cublas,sm90-softmax}
 FAMILIES=${FAMILIES:-self-s1.0 self-s0.5 cross-Lk256}
 DIRS=${DIRS:-both}
+# Each kernel timed alone (not interleaved): these are the absolute numbers of the README.
+BENCH_INTERLEAVE=${BENCH_INTERLEAVE:-0}
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"
 require_kernels "$KERNELS"

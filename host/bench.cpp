@@ -49,32 +49,46 @@ ProblemDesc bench_problem(const BenchSet& s, uint64_t seed, const ProblemDesc& b
 
 Timing time_enqueue(const std::function<void(CUstream)>& enqueue, CUstream s, int warmup, int reps,
                     double budget_ms) {
-  for (int i = 0; i < warmup; ++i) enqueue(s);
+  return time_interleaved({enqueue}, s, warmup, reps, budget_ms)[0];
+}
+
+std::vector<int> interleaved_order(int n, int rounds) {
+  std::vector<int> order;
+  order.reserve(size_t(std::max(n, 0)) * size_t(std::max(rounds, 0)));
+  for (int r = 0; r < rounds; ++r)
+    for (int j = 0; j < n; ++j) order.push_back(r % 2 == 0 ? j : n - 1 - j);
+  return order;
+}
+
+std::vector<Timing> time_interleaved(const std::vector<std::function<void(CUstream)>>& calls, CUstream s, int warmup,
+                                     int reps, double budget_ms) {
+  const int n = int(calls.size());
+  for (const auto& call : calls)
+    for (int i = 0; i < warmup; ++i) call(s);
   Event a, b;
-  if (reps <= 0) {  // one timed call decides how many fit the budget
+  auto time_one = [&](int k) {
     a.record(s);
-    enqueue(s);
+    calls[size_t(k)](s);
     b.record(s);
     b.synchronize();
-    const double one = std::max(1e-3, double(b.ms_since(a)));
-    reps = int(std::clamp(budget_ms / one, 3.0, 30.0));
+    return double(b.ms_since(a));
+  };
+  if (reps <= 0 && n > 0) {  // one timed round decides how many fit the budget
+    double round_ms = 0;
+    for (int k = 0; k < n; ++k) round_ms += time_one(k);
+    reps = int(std::clamp(budget_ms * n / std::max(1e-3, round_ms), 3.0, 30.0));
   }
-  std::vector<double> ms;
-  ms.reserve(size_t(reps));
-  for (int i = 0; i < reps; ++i) {
-    a.record(s);
-    enqueue(s);
-    b.record(s);
-    b.synchronize();
-    ms.push_back(b.ms_since(a));
+  std::vector<std::vector<double>> ms(static_cast<size_t>(n));
+  for (int k : interleaved_order(n, reps)) ms[size_t(k)].push_back(time_one(k));
+  std::vector<Timing> out(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    const CeilingStats st = summarize_rates(ms[size_t(k)].data(), reps);  // median / min / max of any samples
+    out[size_t(k)].reps = reps;
+    out[size_t(k)].min_ms = st.min;
+    out[size_t(k)].max_ms = st.max;
+    out[size_t(k)].median_ms = st.median;
   }
-  const CeilingStats st = summarize_rates(ms.data(), reps);  // median / min / max of any samples
-  Timing t;
-  t.reps = reps;
-  t.min_ms = st.min;
-  t.max_ms = st.max;
-  t.median_ms = st.median;
-  return t;
+  return out;
 }
 
 std::vector<std::string> impossible_rows(const std::vector<BenchRow>& rows, double slack) {

@@ -35,6 +35,17 @@ struct Timing {
 Timing time_enqueue(const std::function<void(CUstream)>& enqueue, CUstream s, int warmup, int reps,
                     double budget_ms = 400.0);
 
+// The same for several calls that are to be compared (the kernels of one bench set), timed in
+// rounds: round r runs every call once, in the given order when r is even and in reverse when it
+// is odd. A clock that drifts during the run, or a call that runs faster or slower right after
+// another, then weighs on every call alike, instead of on whichever was timed first (timed one
+// after another, the second of two kernels came out 2-3 % faster or slower than the first on the
+// same set). reps <= 0: as many rounds as fit `budget_ms` per call on average, 3..30.
+std::vector<Timing> time_interleaved(const std::vector<std::function<void(CUstream)>>& calls, CUstream s, int warmup,
+                                     int reps, double budget_ms = 400.0);
+// The call order of time_interleaved: `rounds` rounds of n calls, as indices.
+std::vector<int> interleaved_order(int n, int rounds);
+
 struct Ceilings {
   double gemm_tflops = 0;  // cuBLAS bf16 GEMM 8192^3, measured in the same run
   double copy_gbs = 0;     // device-to-device copy, bytes read + written per second / 1e9

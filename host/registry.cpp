@@ -34,6 +34,7 @@ const Ablation kAblations[] = {
     {"sm90-no-dq-tma-store", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
     {"sm90-no-dq-first", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
     {"sm90-no-dq-two-stage", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},
+    {"sm90-no-early-act", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdEarlyAct},
     {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
 };

@@ -96,6 +96,11 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The kernel issues the dQ job first only at D = 128 (gdpa_bwd.cu, kDqFirst): one kernel per
   // behaviour.
   if (p.head_dim != 128) f &= ~sm90::kBwdDqFirst;
+  // The activation under the dP^T product paid where dQ is finished in the kernel (pairs, the
+  // ordered finish): 1.03-1.04x on the cross sets, 1.01x at s = 0.5 L = 256; 0.98-1.01x on the
+  // accumulator path's sets (bwd_config.h kBwdEarlyAct).
+  if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdEarlyAct;
+  if (!sm90::bwd_early_act_fits(p.head_dim, p.activation)) f &= ~sm90::kBwdEarlyAct;  // the kernel would ignore it
   if (!o.bwd_trace.empty()) f |= sm90::kBwdTrace;
   return sm90_with_act_mix(f, o, p, true);
 }

@@ -17,7 +17,7 @@ namespace {
 
 const char* kHelp =
     "usage: gdpa bench [--kernels NAME,..] [--sets TEXT,..] [--fwd-only|--bwd-only] [--reps N] [--seed N]\n"
-    "                  [--out DIR] [--stem NAME] [--act NAME] [--dim D]\n"
+    "                  [--out DIR] [--stem NAME] [--act NAME] [--dim D] [--interleave]\n"
     "  Times forward and backward on the seed's 12 sets (spec 5: B = 1152, H = 4, D = 128, bf16, fast_gelu;\n"
     "  self-attention s = 1.0 and 0.5 at L = 256..2048, cross-attention with Lk = 256), after measuring the\n"
     "  cuBLAS bf16 GEMM ceiling (8192^3) and the device copy bandwidth in the same run. Reports the median\n"
@@ -29,11 +29,18 @@ const char* kHelp =
     "             opt-in: sm90-act-mixN, sm90-softmax, sm90-three-wg (experimental: three consumer\n"
     "             warpgroups, forward only);\n"
     "             backward: sm90-unordered-dq, sm90-no-dq-finish, sm90-no-dq-pair, sm90-no-dq-tma-store,\n"
-    "             sm90-no-dq-first, sm90-no-dq-two-stage,\n"
+    "             sm90-no-dq-first, sm90-no-dq-two-stage, sm90-no-early-act,\n"
     "             sm90-dq-finish-always\n"
     "  --sets: only sets whose name contains one of the comma-separated texts (e.g. self-s1.0,cross)\n"
     "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n"
-    "  --len-k N: the cross sets with every Lk = N instead of 256 (named cross-LkN-L<L>)\n";
+    "  --len-k N: the cross sets with every Lk = N instead of 256 (named cross-LkN-L<L>)\n"
+    "  --interleave: time the kernels of a set in rounds of one call each, their order reversed every\n"
+    "             other round, instead of each alone for its whole budget. For comparing variants of\n"
+    "             one kernel: a clock that drifts weighs on all alike (timed one after another, the\n"
+    "             second of two kernels came out 2-3 % faster or slower). Not for absolute numbers next\n"
+    "             to a kernel of lower power: between its calls the GPU leaves its power cap, and the\n"
+    "             sm90 forward measured 5-14 % above its sustained speed when interleaved with\n"
+    "             unfused-cublas.\n";
 
 bool selected(const std::string& name, const std::vector<std::string>& filters) {
   if (filters.empty()) return true;
@@ -45,12 +52,13 @@ bool selected(const std::string& name, const std::vector<std::string>& filters) 
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  Args a(argc, argv, 0, {"help", "fwd-only", "bwd-only"});
+  Args a(argc, argv, 0, {"help", "fwd-only", "bwd-only", "interleave"});
   if (a.has("help")) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  a.check_known({"help", "fwd-only", "bwd-only", "kernels", "sets", "reps", "seed", "out", "stem", "act", "dim", "len-k"});
+  a.check_known({"help", "fwd-only", "bwd-only", "kernels", "sets", "reps", "seed", "out", "stem", "act", "dim", "len-k",
+                 "interleave"});
   std::string why;
   if (!gpu_available(&why)) {
     std::fprintf(stderr, "gdpa bench: needs a GPU: %s\n", why.c_str());
@@ -62,6 +70,7 @@ int cmd_bench(int argc, char** argv) {
   const CUstream s = stream.get();
   const bool do_fwd = !a.has("bwd-only"), do_bwd = !a.has("fwd-only");
   const int reps = a.get_int("reps", 0);
+  const bool interleave = a.has("interleave");
   const uint64_t seed = uint64_t(a.get_int("seed", 1));
   ProblemDesc base = default_bench_base();
   if (a.has("act")) {
@@ -114,23 +123,50 @@ int cmd_bench(int argc, char** argv) {
     DeviceProblem dp(p, do_bwd, seed, dev.arch(), s);
     stream.synchronize();
     const DeviceTensors view = dp.view();
+    // Every kernel of the set is prepared first. --interleave: all are timed in alternating rounds
+    // (time_interleaved: none gains from being timed first or second). Otherwise each is timed
+    // alone, back to back, as a kernel runs in sustained use.
+    std::vector<std::unique_ptr<AttentionKernel>> kernels;
+    std::vector<bool> fwd_ok, bwd_ok;
     for (const std::string& name : names) {
       auto k = make_kernel(name);
-      const bool fwd_ok = do_fwd && k->supports(p, dev.arch(), false, nullptr);
-      const bool bwd_ok = do_bwd && k->supports(p, dev.arch(), true, nullptr);
-      if (!fwd_ok && !bwd_ok) continue;
-      std::fprintf(stderr, "  %s: %s...\n", set.name.c_str(), name.c_str());
-      k->prepare(p, dev, bwd_ok);
-      for (int dir = 0; dir < 2; ++dir) {
-        const bool bwd = dir == 1;
-        if (bwd ? !bwd_ok : !fwd_ok) continue;
+      const bool f = do_fwd && k->supports(p, dev.arch(), false, nullptr);
+      const bool b = do_bwd && k->supports(p, dev.arch(), true, nullptr);
+      if (!f && !b) continue;
+      std::fprintf(stderr, "  %s: preparing %s...\n", set.name.c_str(), name.c_str());
+      k->prepare(p, dev, b);
+      kernels.push_back(std::move(k));
+      fwd_ok.push_back(f);
+      bwd_ok.push_back(b);
+    }
+    for (int dir = 0; dir < 2; ++dir) {
+      const bool bwd = dir == 1;
+      std::vector<size_t> timed;
+      std::vector<std::function<void(CUstream)>> calls;
+      for (size_t i = 0; i < kernels.size(); ++i) {
+        if (!(bwd ? bwd_ok[i] : fwd_ok[i])) continue;
+        AttentionKernel* k = kernels[i].get();
+        if (bwd) k->forward(view, s);  // outputs the backward does not read, but a real step has them
+        timed.push_back(i);
+        calls.push_back([k, bwd, &view](CUstream st) { bwd ? k->backward(view, st) : k->forward(view, st); });
+      }
+      if (calls.empty()) continue;
+      std::fprintf(stderr, "  %s: timing %zu kernel(s), %s%s...\n", set.name.c_str(), calls.size(), bwd ? "bwd" : "fwd",
+                   interleave ? ", interleaved" : "");
+      std::vector<Timing> times;
+      if (interleave) {
+        times = time_interleaved(calls, s, 2, reps);
+      } else {
+        for (const auto& call : calls) times.push_back(time_enqueue(call, s, 2, reps));
+      }
+      for (size_t j = 0; j < timed.size(); ++j) {
+        const AttentionKernel& k = *kernels[timed[j]];
         BenchRow r;
         r.set = set.name;
-        r.kernel = k->name();
+        r.kernel = k.name();
         r.direction = bwd ? "bwd" : "fwd";
-        r.variants = row_variants(*k, p, bwd);
-        if (bwd) k->forward(view, s);  // outputs the backward does not read, but a real step has them
-        r.t = time_enqueue([&](CUstream st) { bwd ? k->backward(view, st) : k->forward(view, st); }, s, 2, reps);
+        r.variants = row_variants(k, p, bwd);
+        r.t = times[j];
         r.limit = set_limit(p, bwd, c);
         r.tflops = r.limit.flops / (r.t.median_ms * 1e-3) / 1e12;
         rows.push_back(r);
@@ -147,6 +183,7 @@ int cmd_bench(int argc, char** argv) {
       .set("activation", Json::string(activation_name(base.activation)))
       .set("head_dim", Json::number(base.head_dim))
       .set("seed", Json::number(double(seed)))
+      .set("timing", Json::string(interleave ? "interleaved rounds" : "each kernel alone"))
       .set("ceilings", ceil)
       .set("rows", jrows);
   const std::string path =

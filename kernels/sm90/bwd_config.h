@@ -3,6 +3,7 @@
 // must request the same shared memory, build the tile list with the same BlockN and size the
 // accumulator and the semaphores with the same formulas. Compiles under g++, nvcc and NVRTC.
 #pragma once
+#include "../common/enums.h"
 #include "../common/portability.h"
 
 namespace gdpa::sm90 {
@@ -67,11 +68,30 @@ enum BwdFlags : int {
   // hand-over (trace: 0.2k cycles of a 4.8k step at self L = 2048). The kernel ignores it with
   // kBwdDqFinish, whose partial sums use that buffer; the host clears it there.
   kBwdDqTwoStage = 1 << 14,
-  kBwdDefaultFlags =
-      kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst | kBwdDqTwoStage,
+  // S^T and dP^T in two commit groups: P^T and act'(S^T) are computed once S^T has landed, while
+  // the dP^T product still runs, and dS^T = act' dP^T after it (same operations, same bits).
+  // The host's default keeps it where dQ is finished in the kernel (pairs, the ordered finish):
+  // 1.03-1.04x on cross Lk = 256 at Lq = 512..2048, 1.00x at L = 256, 1.013-1.016x at s = 0.5
+  // L = 256, against 0.98-1.01x on the accumulator path's sets (interleaved timing, two rounds
+  // each; host/sm90_bwd.cpp). Only where bwd_early_act_fits.
+  kBwdEarlyAct = 1 << 15,
+  kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
+                     kBwdDqTwoStage | kBwdEarlyAct,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
-                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage,
+                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct,
 };
+
+// Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
+// for which ptxas (13.0, sm_90a) keeps P^T, act' and the in-flight dP^T next to dK and dV with
+// neither spills nor serialized wgmmas. At D = 128 gelu (erf), gelu_tanh (accurate tanh) and
+// fast_gelu_bf16 spilled 16-40 bytes with it and hardswish serialized every wgmma; at D = 64
+// (where ptxas already injects a warpgroup.arrive) the identity serialized, and nothing there was
+// measured.
+GDPA_HD constexpr bool bwd_early_act_fits(int head_dim, int act) {
+  return head_dim == 128 && (act == kIdentity || act == kFastGelu || act == kGeluTaylor6 || act == kGeluPoly ||
+                             act == kRelu || act == kReluSquare || act == kLeakyRelu || act == kSilu ||
+                             act == kFastSilu);
+}
 
 // kBwdDqFinish by default only while the mean KV length is at most this (one and a half KV tiles).
 // Measured on the seed's sets (H200, same calls; where no cluster pairs apply, which take every

@@ -583,40 +583,70 @@ __device__ __forceinline__ void act_f_df2(float x0, float x1, float* f0, float* 
   }
 }
 
-// S^T, dP^T (fp32 accumulators of 64 keys x 64 queries) -> P^T = act(logit_scale S^T) and
-// dS^T = act'(logit_scale S^T) dP^T, packed to the io dtype in place of the accumulators (ptxas
-// puts each packed array in the register block of the accumulator it replaces). No mask here:
-// blocks that need one zero the disallowed entries afterwards (mask_p_ds), so the heavy loop is
-// the same code, with the same small register footprint, for both kinds of block.
-//
-// One pass after both products landed, rather than the activation under the dP^T product: the
-// overlapped form keeps act' (32 fp32) and P^T (16) live next to dP^T, 16 registers more than the
-// 240 a consumer has at D = 128. The other consumer warpgroup's GEMMs fill the tensor cores.
-//
-// MIX > 0: fast_gelu's 8-column blocks chosen by act_mix_alu_block (act_mix.h) take f and f' from
-// gelu_poly on the FMA pipe instead of tanh.approx (pair i lies in block i / 2).
-// TWICE (kBwdHalfFold): P^T holds round(2 f), one multiply per score fewer (act_twice_f_df); the
-// dV epilogue halves it back, exactly, as the forward does with O. dS is unchanged.
+// P^T = act(logit_scale S^T) and act'(logit_scale S^T) from the S^T accumulator (64 keys x 64
+// queries, fp32): P^T packed to the io dtype, act' written over S^T. MIX > 0: fast_gelu's
+// 8-column blocks chosen by act_mix_alu_block (act_mix.h) take f and f' from gelu_poly on the FMA
+// pipe instead of tanh.approx (pair i lies in block i / 2). TWICE (kBwdHalfFold): P^T holds
+// round(2 f), one multiply per score fewer (act_twice_f_df); the dV epilogue halves it back,
+// exactly, as the forward does with O. dS is unchanged.
+template <int ACT, bool UNIT_SCALE, int MIX, bool TWICE>
+__device__ __forceinline__ void act_pair(const float (&s)[32], int i, float logit_scale, float* f0, float* f1,
+                                         float* d0, float* d1) {
+  static_assert(!(TWICE && MIX > 0), "the doubled form is not mixed");
+  const float x0 = UNIT_SCALE ? s[2 * i] : s[2 * i] * logit_scale;
+  const float x1 = UNIT_SCALE ? s[2 * i + 1] : s[2 * i + 1] * logit_scale;
+  if constexpr (TWICE) {
+    act_twice_f_df<ACT>(x0, f0, d0);
+    act_twice_f_df<ACT>(x1, f1, d1);
+  } else if (ACT == kFastGelu && MIX > 0 && act_mix_alu_block(i >> 1, MIX)) {
+    act_f_df2<kGeluPoly>(x0, x1, f0, f1, d0, d1);
+  } else {
+    act_f_df2<ACT>(x0, x1, f0, f1, d0, d1);
+  }
+}
+
+// S^T, dP^T -> P^T and dS^T = act'(logit_scale S^T) dP^T, packed to the io dtype in place of the
+// accumulators (ptxas puts each packed array in the register block of the accumulator it
+// replaces), in one pass after both products landed. No mask here: blocks that need one zero the
+// disallowed entries afterwards (mask_p_ds), so the heavy loop is the same code, with the same
+// small register footprint, for both kinds of block.
 template <int DTYPE, int ACT, bool UNIT_SCALE, int MIX, bool TWICE>
 __device__ __forceinline__ void scores_to_p_ds(const float (&s)[32], const float (&dp)[32], unsigned (&pk)[16],
                                                unsigned (&dsk)[16], float logit_scale) {
-  static_assert(!(TWICE && MIX > 0), "the doubled form is not mixed");
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     float f0, f1, d0, d1;
-    const float x0 = UNIT_SCALE ? s[2 * i] : s[2 * i] * logit_scale;
-    const float x1 = UNIT_SCALE ? s[2 * i + 1] : s[2 * i + 1] * logit_scale;
-    if constexpr (TWICE) {
-      act_twice_f_df<ACT>(x0, &f0, &d0);
-      act_twice_f_df<ACT>(x1, &f1, &d1);
-    } else if (ACT == kFastGelu && MIX > 0 && act_mix_alu_block(i >> 1, MIX)) {
-      act_f_df2<kGeluPoly>(x0, x1, &f0, &f1, &d0, &d1);
-    } else {
-      act_f_df2<ACT>(x0, x1, &f0, &f1, &d0, &d1);
-    }
+    act_pair<ACT, UNIT_SCALE, MIX, TWICE>(s, i, logit_scale, &f0, &f1, &d0, &d1);
     pk[i] = pack2<DTYPE>(f0, f1);
     dsk[i] = pack2<DTYPE>(d0 * dp[2 * i], d1 * dp[2 * i + 1]);
   }
+}
+
+// kBwdEarlyAct, the same in two halves: scores_to_p_dact needs S^T only and leaves act' in S^T's
+// registers, and runs while the dP^T product is still in flight (its accumulator untouched);
+// dact_to_ds multiplies by dP^T once it has landed. Same operations, same bits. ptxas keeps act'
+// (32), P^T (16) and the in-flight dP^T (32) next to dK and dV (128) without spilling, but it
+// schedules the wait for dP^T itself: about 12 of the 32 tanh.approx come before it (SASS at
+// D = 128, fast_gelu), the rest after. Fences around the wait do not move it (they are no SASS
+// instruction to order against), and a branch or a trap there makes ptxas serialize or spill.
+// The non-split form above stays for the other paths: split there, some activations spill
+// (gelu_poly at D = 64) or serialize (hardswish).
+template <int DTYPE, int ACT, bool UNIT_SCALE, int MIX, bool TWICE>
+__device__ __forceinline__ void scores_to_p_dact(float (&s)[32], unsigned (&pk)[16], float logit_scale) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    float f0, f1, d0, d1;
+    act_pair<ACT, UNIT_SCALE, MIX, TWICE>(s, i, logit_scale, &f0, &f1, &d0, &d1);
+    pk[i] = pack2<DTYPE>(f0, f1);
+    s[2 * i] = d0;
+    s[2 * i + 1] = d1;
+  }
+}
+
+template <int DTYPE>
+__device__ __forceinline__ void dact_to_ds(const float (&dact)[32], const float (&dp)[32], unsigned (&dsk)[16]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) dsk[i] = pack2<DTYPE>(dact[2 * i] * dp[2 * i], dact[2 * i + 1] * dp[2 * i + 1]);
 }
 
 // Zeroes the packed P^T and dS^T entries of disallowed or out-of-range (key, query) pairs by
@@ -847,7 +877,8 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 //
 // One step t (p = t % kBwdDsStages), in issue order:
 //   1  wait Q/dO(t) full (K and V were waited for before the tile's first step)
-//   2  S^T = K Q^T and dP^T = V dO^T, one commit group (kBwdPingpong: in this warpgroup's turn)
+//   2  S^T = K Q^T and dP^T = V dO^T, one commit group (kBwdPingpong: in this warpgroup's turn;
+//      kBwdEarlyAct: two groups, and P^T and act' are computed between the two waits)
 //   3  wait it
 //   4  P^T and dS^T from the two accumulators (scores_to_p_ds), packed in registers; boundary
 //      blocks then clear their disallowed entries (mask_p_ds)
@@ -888,6 +919,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kDqFirst = (FLAGS & kBwdDqFirst) != 0 && D == 128;
   // The partial-sum buffer is the finish's; without the finish it is the second dQ staging buffer.
   constexpr bool kTwo = (FLAGS & kBwdDqTwoStage) != 0 && !kFinish;
+  constexpr bool kEarlyAct = (FLAGS & kBwdEarlyAct) != 0 && bwd_early_act_fits(D, ACT);
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
@@ -1014,19 +1046,27 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       trace(kTrTurnA, step);
       ptx::wgmma_fence();
       issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
+      if (kEarlyAct) ptx::wgmma_commit();
       issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
       ptx::wgmma_commit();
       BwdTurns<FLAGS>::pass(cw);
 
-      // 3-4: P^T and dS^T.
-      ptx::wgmma_wait<0>();
+      // 3-4: P^T and dS^T (kEarlyAct: P^T and act' while dP^T still runs).
+      ptx::wgmma_wait<kEarlyAct ? 1 : 0>();
       ptx::fence_operand(s_acc);
-      ptx::fence_operand(dp_acc);
       trace(kTrADone, step);
+      if (kEarlyAct) {
+        scores_to_p_dact<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS), kTwice>(s_acc, pk, p.logit_scale);
+        ptx::wgmma_wait<0>();
+      }
+      ptx::fence_operand(dp_acc);
       // dP^T is V's only reader: after the tile's last one, the producer may load the next tile's
       // V while this tile's last dV / dK / dQ products and its epilogue still run.
       if (ls == ts.steps - 1) consumer_release(bars->v);
-      scores_to_p_ds<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS), kTwice>(s_acc, dp_acc, pk, dsk, p.logit_scale);
+      if (kEarlyAct)
+        dact_to_ds<DTYPE>(s_acc, dp_acc, dsk);
+      else
+        scores_to_p_ds<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS), kTwice>(s_acc, dp_acc, pk, dsk, p.logit_scale);
       {
         const int key0 = ts.n0 + 64 * cw, len_q = ts.len_q, len_k = ts.len_k;
         if (bwd_block_needs_mask<MASK>(key0, query0, len_q, len_k, p))

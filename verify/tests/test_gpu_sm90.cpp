@@ -239,6 +239,16 @@ TEST_SUITE("gpu") {
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdDqFirst, 105, ctx);
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, sm90::kBwdDqFirst, 106, ctx);
   }
+  TEST_CASE("sm90 backward: the activation under the dP^T product changes no bit of dQ, dK, dV") {
+    // kBwdEarlyAct computes P^T and act' once S^T has landed and multiplies by dP^T after it: the
+    // same fp32 operations on the same values, in two commit groups instead of one. The ordered
+    // finish and the accumulator path here (explicit flags, whatever the mean Lk); pairs, where
+    // the default uses it, in the pair test.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdEarlyAct, 109, ctx);
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, sm90::kBwdEarlyAct, 110, ctx);
+  }
   TEST_CASE("sm90 backward: two dQ staging buffers change no bit of dQ, dK, dV") {
     // kBwdDqTwoStage (the accumulator path) stages each consumer's dQ jobs alternately in two
     // buffers and a tile's dK / dV in the one its next job takes: the same jobs, added in the same
@@ -297,11 +307,14 @@ TEST_SUITE("gpu") {
       pairs_rows.bwd_flags = pairs.bwd_flags & ~sm90::kBwdDqTmaStore;  // rank 1's threads copy the rows
       Sm90Options pairs_plain;  // the pair default: the dQ job after dV and dK (kBwdDqFirst off)
       pairs_plain.bwd_flags = pairs.bwd_flags & ~sm90::kBwdDqFirst;
+      Sm90Options pairs_late;  // P^T and act' only after dP^T has landed (kBwdEarlyAct off)
+      pairs_late.bwd_flags = pairs.bwd_flags & ~sm90::kBwdEarlyAct;
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_rows, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_plain, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_late, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {

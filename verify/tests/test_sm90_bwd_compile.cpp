@@ -168,18 +168,18 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256})));
   CHECK(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));  // D = 64: jobs alternate
   Sm90Options opt;
-  // Default flags (93; kBwdDqFirst only with the ordered finish) + unit scale (2) + kBwdPair (32);
-  // no dq_convert pass.
+  // Default flags (93; kBwdDqFirst only with the ordered finish) + unit scale (2) + kBwdPair (32)
+  // + kBwdEarlyAct (32768, where dQ is finished in the kernel); no dq_convert pass.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 1);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");
   opt.deterministic = true;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,41055>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
   // accumulator with two staging buffers.
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
@@ -190,7 +190,7 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,41055>");
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
   p.heads_q = 4;
   p.heads_kv = 2;
@@ -421,12 +421,14 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
       if (s.name_expression.find("gdpa_bwd<") != std::string::npos) return s.name_expression;
     return std::string("(no backward)");
   };
-  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
-  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,63>");
+  // Pairs and the ordered finish take the activation under dP^T (kBwdEarlyAct, 32768) by default.
+  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");
+  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
+  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32831>");
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
-  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,8287>");
-  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");  // pairs: no change
-  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");  // the finish's: no change
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,41055>");
+  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // pairs: no change
+  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // the finish's: no change
   // Explicit flags are used as given (plus the unit-scale specialisation), rules or not.
   CHECK(bwd_name("sm90-bwd-flags29") == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
   CHECK(bwd_name("sm90-bwd-flags125") == "gdpa::sm90::gdpa_bwd<0,128,3,0,127>");
