@@ -407,6 +407,8 @@ ABLATIONS = (
              (("sm90-no-dq-two-stage", "one staging buffer"),)),
     Ablation("early-act", "Backward: P^T and act' computed while the dP^T product still runs (default: dQ finished in the kernel)",
              (("sm90-no-early-act", "both products waited for first"),)),
+    Ablation("dk-in-ds", "Backward: dK staged in the dS^T buffers at a tile's end (accumulator path)",
+             (("sm90-no-dk-in-ds", "dK after dV through dV's buffer"),)),
 )
 
 

@@ -35,6 +35,7 @@ const Ablation kAblations[] = {
     {"sm90-no-dq-first", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
     {"sm90-no-dq-two-stage", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},
     {"sm90-no-early-act", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdEarlyAct},
+    {"sm90-no-dk-in-ds", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDkInDs},
     {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
 };
@@ -115,7 +116,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
   // given instead of the defaults and the problem rules: for experiments outside the rules' range.
-  if (numbered_variant(name, "sm90-bwd-flags", 5, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
+  if (numbered_variant(name, "sm90-bwd-flags", 6, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
     Sm90Options o;
     o.bwd_flags = n;
     if (n & sm90::kBwdTrace) o.bwd_trace = bwd_trace_path();  // any explicit variant can be traced

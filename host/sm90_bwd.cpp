@@ -88,6 +88,8 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The second dQ staging buffer is the partial-sum buffer, which the finish needs: the kernel
   // ignores the bit there, so it is cleared rather than naming a copy of the same kernel.
   if (f & sm90::kBwdDqFinish) f &= ~sm90::kBwdDqTwoStage;
+  // dK through the dS^T buffers relies on the two-stage path's wait at each tile's start.
+  if (!(f & sm90::kBwdDqTwoStage)) f &= ~sm90::kBwdDkInDs;
   // The dQ job first (its hand-over under dV and dK) paid only with the ordered finish, whose
   // hand-over waits for the earlier contributors' partial sum: 1.03-1.04x at s = 0.5, L = 512, in
   // five runs over two calls; 1.00x at s = 0.5, L = 256; 0.96-0.99x on the accumulator and pair

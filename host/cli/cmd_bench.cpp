@@ -29,7 +29,7 @@ const char* kHelp =
     "             opt-in: sm90-act-mixN, sm90-softmax, sm90-three-wg (experimental: three consumer\n"
     "             warpgroups, forward only);\n"
     "             backward: sm90-unordered-dq, sm90-no-dq-finish, sm90-no-dq-pair, sm90-no-dq-tma-store,\n"
-    "             sm90-no-dq-first, sm90-no-dq-two-stage, sm90-no-early-act,\n"
+    "             sm90-no-dq-first, sm90-no-dq-two-stage, sm90-no-early-act, sm90-no-dk-in-ds,\n"
     "             sm90-dq-finish-always\n"
     "  --sets: only sets whose name contains one of the comma-separated texts (e.g. self-s1.0,cross)\n"
     "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n"

@@ -75,22 +75,32 @@ enum BwdFlags : int {
   // L = 256, against 0.98-1.01x on the accumulator path's sets (interleaved timing, two rounds
   // each; host/sm90_bwd.cpp). Only where bwd_early_act_fits.
   kBwdEarlyAct = 1 << 15,
+  // Accumulator path (kBwdDqTwoStage) only: the tile's dK leaves through this warpgroup's halves
+  // of the two dS^T exchange buffers (its 64 key rows of each, one 64-column panel per buffer, the
+  // layout a TMA store box reads), free once the tile's last dQ jobs have read them, instead of
+  // through dV's buffer after dV's store has read it. The next tile's start already waits for
+  // the epilogue's stores to read their buffers (kBwdDqTwoStage), which covers these before the
+  // next dS^T store. Same bits. Interleaved rounds against the same flags without it: self s = 1
+  // L = 512 / 1024 1.03 / 1.01x, 1.00x at L = 2048 and s = 0.5; with the finish (pairs, the
+  // ordered finish, where dK would skip the wait for the writer instead) 0.99 and 0.965x, so the
+  // kernel takes it with kBwdDqTwoStage only and the host clears it elsewhere.
+  kBwdDkInDs = 1 << 16,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
-                     kBwdDqTwoStage | kBwdEarlyAct,
+                     kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
-                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct,
+                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
 // for which ptxas (13.0, sm_90a) keeps P^T, act' and the in-flight dP^T next to dK and dV with
 // neither spills nor serialized wgmmas. At D = 128 gelu (erf), gelu_tanh (accurate tanh) and
-// fast_gelu_bf16 spilled 16-40 bytes with it and hardswish serialized every wgmma; at D = 64
+// fast_gelu_bf16 spilled 16-40 bytes with it, gelu_poly spilled inside the step loop with the
+// ordered finish, and hardswish serialized every wgmma; at D = 64
 // (where ptxas already injects a warpgroup.arrive) the identity serialized, and nothing there was
 // measured.
 GDPA_HD constexpr bool bwd_early_act_fits(int head_dim, int act) {
-  return head_dim == 128 && (act == kIdentity || act == kFastGelu || act == kGeluTaylor6 || act == kGeluPoly ||
-                             act == kRelu || act == kReluSquare || act == kLeakyRelu || act == kSilu ||
-                             act == kFastSilu);
+  return head_dim == 128 && (act == kIdentity || act == kFastGelu || act == kGeluTaylor6 || act == kRelu ||
+                             act == kReluSquare || act == kLeakyRelu || act == kSilu || act == kFastSilu);
 }
 
 // kBwdDqFinish by default only while the mean KV length is at most this (one and a half KV tiles).

@@ -920,6 +920,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // The partial-sum buffer is the finish's; without the finish it is the second dQ staging buffer.
   constexpr bool kTwo = (FLAGS & kBwdDqTwoStage) != 0 && !kFinish;
   constexpr bool kEarlyAct = (FLAGS & kBwdEarlyAct) != 0 && bwd_early_act_fits(D, ACT);
+  // dK staged in our halves of the dS^T buffers: one 64-column panel per buffer.
+  constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
@@ -1213,10 +1215,22 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, w.y, k_row + 64 * cw, out_rows(p.dv, k_row, w.y), int(k_stride),
                               rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
     trace(kTrDvOut, step - 1);
-    if (!dk_after_dv) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
-    store_block_tma<DTYPE, D>(dk, dk_after_dv ? dv_stage : stage, tm_dk, w.y, k_row + 64 * cw,
-                              out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid, p.logit_scale * p.out_scale, f,
-                              tid, bar, dk_after_dv);
+    if constexpr (kDkInDs) {
+      // Our 64 key rows of both dS^T buffers, free once both warpgroups' dQ jobs of the tile's last
+      // two steps have read them: the waits the next two steps' dS^T stores would make. Panel c of
+      // dK goes to buffer c (a panel stride of kBwdBlockN rows). The next store into them waits
+      // for these reads: the next tile's start does (kTwo).
+      for (int t = step; t < step + kBwdDsStages; ++t)
+        ptx::mbarrier_wait(&bars->ds_empty[t % kBwdDsStages], (unsigned(t / kBwdDsStages) & 1u) ^ 1u);
+      store_block_tma<DTYPE, D, kBwdBlockN>(dk, ds_tiles + 64 * cw * kSw128RowBytes, tm_dk, w.y, k_row + 64 * cw,
+                                            out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid,
+                                            p.logit_scale * p.out_scale, f, tid, bar, false);
+    } else {
+      if (!dk_after_dv) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
+      store_block_tma<DTYPE, D>(dk, dk_after_dv ? dv_stage : stage, tm_dk, w.y, k_row + 64 * cw,
+                                out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid, p.logit_scale * p.out_scale,
+                                f, tid, bar, dk_after_dv);
+    }
     // All reads of the staged dV and dK (threads' or the TMA unit's) done before a dQ job or a
     // partial sum overwrites them. Without kBwdDqFinish both went through the spare buffer, which
     // nothing but the next tile's epilogue writes, and that waits for these reads first

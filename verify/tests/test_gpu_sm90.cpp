@@ -249,6 +249,28 @@ TEST_SUITE("gpu") {
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdEarlyAct, 109, ctx);
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, sm90::kBwdEarlyAct, 110, ctx);
   }
+  TEST_CASE("sm90 backward: dK staged in the dS^T buffers changes no bit of dQ, dK, dV") {
+    // kBwdDkInDs only moves where dK is staged for its TMA store (our halves of the two dS^T
+    // buffers, once the tile's last dQ jobs have read them); a missing wait would show as a dK or
+    // dQ block overwritten early. The accumulator path (explicit flags, whatever the mean Lk),
+    // many KV tiles per CTA, so that an epilogue's staged dK meets the next tile's dS^T stores.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    Sm90Options in_ds, usual;
+    in_ds.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+    usual.bwd_flags = in_ds.bwd_flags & ~sm90::kBwdDkInDs;
+    for (MaskKind mask : {kMaskNone, kMaskCausal}) {
+      for (int d : {64, 128}) {
+        ProblemDesc p = half_fold_problem(kFastGelu, 111, 4, 2, 96, 1100);
+        p.mask = mask;
+        p.head_dim = d;
+        DeviceProblem dp(p, make_inputs(p, 112, true), true);
+        CAPTURE(d);
+        CAPTURE(int(mask));
+        check_same_backward_bits(in_ds, usual, p, dp, ctx);
+      }
+    }
+  }
   TEST_CASE("sm90 backward: two dQ staging buffers change no bit of dQ, dK, dV") {
     // kBwdDqTwoStage (the accumulator path) stages each consumer's dQ jobs alternately in two
     // buffers and a tile's dK / dV in the one its next job takes: the same jobs, added in the same
