@@ -82,7 +82,7 @@ enum BwdFlags : int {
   // the epilogue's stores to read their buffers (kBwdDqTwoStage), which covers these before the
   // next dS^T store. Same bits. Interleaved rounds against the same flags without it: self s = 1
   // L = 512 / 1024 1.03 / 1.01x, 1.00x at L = 2048 and s = 0.5; with the finish (pairs, the
-  // ordered finish, where dK would skip the wait for the writer instead) 0.99 and 0.965x, so the
+  // ordered finish, where dK would skip the wait for the writer instead) 0.99-1.00x and 0.965x, so the
   // kernel takes it with kBwdDqTwoStage only and the host clears it elsewhere.
   kBwdDkInDs = 1 << 16,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
