@@ -149,7 +149,7 @@ def main():
             "epilogue_parts_cycles_median": {
                 part: median([t[key] for t in tiles if key in t])
                 for part, key in (("dV staged and stored", "epi_dv"),
-                                  ("dK staged once dV's store read the buffer, both stores read", "epi_dk"))
+                                  ("dK staged and stored (after dV; see the kernel for which buffer), stores read", "epi_dk"))
             },
             "next_kv_wait_cycles_median": median([t["next_kv_wait"] for t in tiles if "next_kv_wait" in t]),
             "beyond_steps_cycles_median": median([t["time"] - t["steps"] * step_med for t in full]),

@@ -275,6 +275,7 @@ struct DqStage {
 // fragments, and eight more vector registers of scalars made ptxas spill.
 struct BwdTileScalars {
   int n0, len_q, len_k, m_begin, m_end, kv_head, steps, slot0, q_seq_row;
+  int k_row;  // global row of key n0 (the epilogue's dK / dV rows), read at the tile's start
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -960,6 +961,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ts.steps = uniform(t.steps);
       ts.slot0 = uniform(dq_slot_begin(t.q_seq_row, t.batch));  // dQ slot of query tile 0
       ts.q_seq_row = uniform(t.q_seq_row);
+      ts.k_row = uniform(t.k_row);
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
@@ -1198,9 +1200,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // finish, dK waits for the writer and takes the staging buffer: the writer's last job is tied
     // to another CTA's progress there (the partner, the earlier contributors), so that wait is not
     // saved, only moved, and adding dV's store to it measured 0.95-0.97x.
-    const int4 w = reinterpret_cast<const int4*>(p.tiles)[it];  // {batch, KV head, KV tile, work}
-    const int n0 = ts.n0, rows_valid = ts.len_k - n0 - 64 * cw;
-    const int k_row = p.cu_seqlens_k[w.x] + n0;
+    // Rows and head from the tile's start (no global reads here, in series with the stores).
+    const int rows_valid = ts.len_k - ts.n0 - 64 * cw, k_row = ts.k_row, kv_head = ts.kv_head;
     const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
     // kTwo: the buffer our next dQ job will use, whose previous job the writer has read long ago
     // (the tile's last job is in the other one); the next tile's start waits for these stores.
@@ -1212,7 +1213,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     const bool dk_after_dv = !kFinish || !spare;  // dK through dV's buffer
     if (kTwo) bwd_wait_staging_idle<D, kTwo>(bars, cw, step, 2);
     if (!spare) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
-    store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, w.y, k_row + 64 * cw, out_rows(p.dv, k_row, w.y), int(k_stride),
+    store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, kv_head, k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
                               rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
     trace(kTrDvOut, step - 1);
     if constexpr (kDkInDs) {
@@ -1222,13 +1223,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // for these reads: the next tile's start does (kTwo).
       for (int t = step; t < step + kBwdDsStages; ++t)
         ptx::mbarrier_wait(&bars->ds_empty[t % kBwdDsStages], (unsigned(t / kBwdDsStages) & 1u) ^ 1u);
-      store_block_tma<DTYPE, D, kBwdBlockN>(dk, ds_tiles + 64 * cw * kSw128RowBytes, tm_dk, w.y, k_row + 64 * cw,
-                                            out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid,
+      store_block_tma<DTYPE, D, kBwdBlockN>(dk, ds_tiles + 64 * cw * kSw128RowBytes, tm_dk, kv_head, k_row + 64 * cw,
+                                            out_rows(p.dk, k_row, kv_head), int(k_stride), rows_valid,
                                             p.logit_scale * p.out_scale, f, tid, bar, false);
     } else {
       if (!dk_after_dv) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
-      store_block_tma<DTYPE, D>(dk, dk_after_dv ? dv_stage : stage, tm_dk, w.y, k_row + 64 * cw,
-                                out_rows(p.dk, k_row, w.y), int(k_stride), rows_valid, p.logit_scale * p.out_scale,
+      store_block_tma<DTYPE, D>(dk, dk_after_dv ? dv_stage : stage, tm_dk, kv_head, k_row + 64 * cw,
+                                out_rows(p.dk, k_row, kv_head), int(k_stride), rows_valid, p.logit_scale * p.out_scale,
                                 f, tid, bar, dk_after_dv);
     }
     // All reads of the staged dV and dK (threads' or the TMA unit's) done before a dQ job or a
