@@ -108,8 +108,6 @@ void check_same_bits_over_masks_and_dims(const Sm90Options& a, const Sm90Options
   }
 }
 
-// check_same_bits_over_masks_and_dims for explicit backward flags `flags` against the same flags
-// without `dropped`: a switch that reorders work must not change a bit.
 // One forward of the sm90 kernel with `opt` on the inputs in `dp`, O poisoned first.
 std::vector<uint16_t> sm90_forward_once(const Sm90Options& opt, const ProblemDesc& p, DeviceProblem& dp,
                                         const Context& ctx) {
@@ -132,6 +130,25 @@ void check_same_forward_bits(const Sm90Options& a, const Sm90Options& b, const P
   CHECK(oa == ob);
 }
 
+// check_same_backward_bits on a batch of 96 jagged sequences up to 1100 long (several KV tiles
+// per CTA, so that one tile's epilogue meets the next tile's first steps in shared memory), no
+// mask and causal, D = 64 and 128; inputs from seed + 1.
+void check_same_bits_over_many_tiles(const Sm90Options& a, const Sm90Options& b, uint64_t seed, const Context& ctx) {
+  for (MaskKind mask : {kMaskNone, kMaskCausal}) {
+    for (int d : {64, 128}) {
+      ProblemDesc p = half_fold_problem(kFastGelu, seed, 4, 2, 96, 1100);
+      p.mask = mask;
+      p.head_dim = d;
+      DeviceProblem dp(p, make_inputs(p, seed + 1, true), true);
+      CAPTURE(d);
+      CAPTURE(int(mask));
+      check_same_backward_bits(a, b, p, dp, ctx);
+    }
+  }
+}
+
+// check_same_bits_over_masks_and_dims for explicit backward flags `flags` against the same flags
+// without `dropped`: a switch that reorders work must not change a bit.
 void check_dropping_changes_no_bits(int flags, int dropped, uint64_t seed, const Context& ctx) {
   Sm90Options with, without;
   with.bwd_flags = flags;
@@ -259,17 +276,7 @@ TEST_SUITE("gpu") {
     Sm90Options in_ds, usual;
     in_ds.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
     usual.bwd_flags = in_ds.bwd_flags & ~sm90::kBwdDkInDs;
-    for (MaskKind mask : {kMaskNone, kMaskCausal}) {
-      for (int d : {64, 128}) {
-        ProblemDesc p = half_fold_problem(kFastGelu, 111, 4, 2, 96, 1100);
-        p.mask = mask;
-        p.head_dim = d;
-        DeviceProblem dp(p, make_inputs(p, 112, true), true);
-        CAPTURE(d);
-        CAPTURE(int(mask));
-        check_same_backward_bits(in_ds, usual, p, dp, ctx);
-      }
-    }
+    check_same_bits_over_many_tiles(in_ds, usual, 111, ctx);
   }
   TEST_CASE("sm90 backward: two dQ staging buffers change no bit of dQ, dK, dV") {
     // kBwdDqTwoStage (the accumulator path) stages each consumer's dQ jobs alternately in two
@@ -281,17 +288,7 @@ TEST_SUITE("gpu") {
     Sm90Options two, one;  // explicit flags: the accumulator path whatever the mean Lk
     two.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
     one.bwd_flags = two.bwd_flags & ~sm90::kBwdDqTwoStage;
-    for (MaskKind mask : {kMaskNone, kMaskCausal}) {
-      for (int d : {64, 128}) {
-        ProblemDesc p = half_fold_problem(kFastGelu, 107, 4, 2, 96, 1100);
-        p.mask = mask;
-        p.head_dim = d;
-        DeviceProblem dp(p, make_inputs(p, 108, true), true);
-        CAPTURE(d);
-        CAPTURE(int(mask));
-        check_same_backward_bits(two, one, p, dp, ctx);
-      }
-    }
+    check_same_bits_over_many_tiles(two, one, 107, ctx);
   }
   TEST_CASE("sm90 backward: taking turns at the tensor cores changes no bit of dQ, dK, dV") {
     // kBwdPingpong only orders the two consumer warpgroups' GEMM batches; with the deterministic dQ
