@@ -175,7 +175,7 @@ TEST_CASE("trace_bwd.py: the phases of a step and the cost of a tile boundary fr
   CHECK(s.find("tail (deferred last dQ job) 400, dK/dV epilogue 800, then waiting for the next K/V 300") !=
         std::string::npos);
   CHECK(s.find("dV staged and stored 300, dK staged") != std::string::npos);
-  CHECK(s.find("both stores read 500") != std::string::npos);
+  CHECK(s.find("stores read 500") != std::string::npos);
 }
 
 TEST_CASE("trace_bwd.py: kBwdDqFirst's order, the hand-over inside the dV / dK batch") {
