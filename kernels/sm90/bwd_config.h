@@ -94,8 +94,8 @@ enum BwdFlags : int {
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
 // for which ptxas (13.0, sm_90a) keeps P^T, act' and the in-flight dP^T next to dK and dV with
 // neither spills nor serialized wgmmas. At D = 128 gelu (erf), gelu_tanh (accurate tanh) and
-// fast_gelu_bf16 spilled 16-40 bytes with it, gelu_poly and gelu_taylor6 spilled inside the step
-// loop with the ordered finish (8 bytes, NVRTC), and hardswish serialized every wgmma; at D = 64
+// fast_gelu_bf16 spilled 16-40 bytes with it, gelu_poly and gelu_taylor6 spilled 8-16 bytes inside
+// the step loop with the ordered finish, and hardswish serialized every wgmma; at D = 64
 // (where ptxas already injects a warpgroup.arrive) the identity serialized, and nothing there was
 // measured.
 GDPA_HD constexpr bool bwd_early_act_fits(int head_dim, int act) {
