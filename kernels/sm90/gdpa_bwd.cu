@@ -895,7 +895,8 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 // buffer back and hands the job over while 6 still runs; then it waits for 6.
 // V is released at step 3 of the tile's last step (dP^T is its only reader); with kBwdDeferDq the
 // tile then runs the dQ job of its last step; then K is released, and dV, dK leave through the
-// warpgroup's partial-sum or dQ staging buffer (the epilogue below says which).
+// warpgroup's partial-sum or dQ staging buffer, or dK through its halves of the dS^T buffers
+// (kBwdDkInDs; the epilogue below says which).
 //
 // dS exchange protocol: buffer p is reused every kBwdDsStages steps. Its "empty" phase for use u
 // completes when all 8 consumer warps have arrived after use u's dQ job (a warpgroup without a job
@@ -1194,12 +1195,15 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // sum is loaded into it only after our next announcement, which follows the final wait below;
     // in a pair, rank 0 receives nothing. Rank 1's receives the partner's next part as soon as it
     // has read this tile's last one, so rank 1 uses the staging buffer for both, after the writer.
-    // dK: without kBwdDqFinish it follows dV through the same buffer once dV's store has read it
+    // dK: on the two-stage accumulator path with kBwdDkInDs (the default there) it goes to our
+    // halves of the dS^T buffers, staged right after dV (1.03x at self L = 512). Otherwise,
+    // without kBwdDqFinish, it follows dV through the same buffer once dV's store has read it
     // (store_block_tma waits for that): the writer's last bulk add took 2.4k cycles of a 5.4k
     // epilogue (trace) and dV's store reads sooner, 1.04x at self L = 512 (ab-epi-dk-*). With the
     // finish, dK waits for the writer and takes the staging buffer: the writer's last job is tied
     // to another CTA's progress there (the partner, the earlier contributors), so that wait is not
-    // saved, only moved, and adding dV's store to it measured 0.95-0.97x.
+    // saved, only moved, and adding dV's store to it measured 0.95-0.97x (and the dS^T buffers
+    // instead 0.965-1.00x).
     // Rows and head from the tile's start (no global reads here, in series with the stores).
     const int rows_valid = ts.len_k - ts.n0 - 64 * cw, k_row = ts.k_row, kv_head = ts.kv_head;
     const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
