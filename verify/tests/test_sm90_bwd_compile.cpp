@@ -415,6 +415,33 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
   compile_clean(sources);
 }
 
+TEST_CASE("sm90 backward: the activation under dP^T only where its variants were measured clean") {
+  // kBwdEarlyAct: the default where dQ is finished in the kernel (pairs, the ordered finish), at
+  // D = 128, for the activations of bwd_early_act_fits; the host clears the bit elsewhere, explicit
+  // flags included, so a variant name never carries a bit its kernel ignores.
+  const std::vector<int> lq = {700, 0, 500}, lk = {129, 160, 256};  // cluster pairs
+  auto early = [&](const ProblemDesc& p, const Sm90Options& opt) {  // the FLAGS argument of gdpa_bwd<...>
+    const std::string name = sm90_backward_sources(p, opt)[0].name_expression;
+    const size_t comma = name.rfind(','), close = name.rfind('>');
+    REQUIRE(name.find("gdpa_bwd<") != std::string::npos);
+    return (std::stoi(name.substr(comma + 1, close - comma - 1)) & kBwdEarlyAct) != 0;
+  };
+  const Sm90Options def;
+  CHECK(early(problem(kBF16, 128, kFastGelu, kMaskNone, lq, lk), def));
+  CHECK(early(problem(kFP16, 128, kSilu, kMaskNone, lq, lk), def));
+  CHECK_FALSE(early(problem(kBF16, 64, kFastGelu, kMaskNone, lq, lk), def));   // D = 64: not measured
+  CHECK_FALSE(early(problem(kBF16, 128, kGelu, kMaskNone, lq, lk), def));      // spilled with it
+  CHECK_FALSE(early(problem(kBF16, 128, kGeluPoly, kMaskNone, lq, lk), def));  // spilled in the loop
+  CHECK_FALSE(early(problem(kBF16, 128, kHardswish, kMaskNone, lq, lk), def)); // serialized
+  // The ordered finish (mean Lk <= 192, no pairs) keeps it; the accumulator path does not.
+  CHECK(early(problem(kBF16, 128, kFastGelu, kMaskCausal, {300, 200}, {100, 150}), def));
+  CHECK_FALSE(early(problem(kBF16, 128, kFastGelu, kMaskNone, {700, 500}, {700, 500}), def));
+  Sm90Options explicit_flags;
+  explicit_flags.bwd_flags = kBwdDefaultFlags & ~kBwdDqFinish;  // used as given...
+  CHECK(early(problem(kBF16, 128, kFastGelu, kMaskNone, {700, 500}, {700, 500}), explicit_flags));
+  CHECK_FALSE(early(problem(kBF16, 128, kGelu, kMaskNone, {700, 500}, {700, 500}), explicit_flags));  // ...but this
+}
+
 TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   const ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, {700, 0, 500}, {129, 160, 256});  // pairs
   auto bwd_name = [&](const std::string& kernel) {  // sources() lists the forward's too
