@@ -718,6 +718,12 @@ __device__ __forceinline__ void wait_ds_full(int j, BwdBarriers* bars) {
   ptx::mbarrier_wait(&bars->ds_full[j % kBwdDsStages], unsigned(j / kBwdDsStages) & 1u);
 }
 
+// Before writing into step j's dS^T buffer: every dQ job that read its previous use is done (the
+// "empty" phase of the use kBwdDsStages steps earlier; a fresh barrier passes, the producer idiom).
+__device__ __forceinline__ void wait_ds_empty(int j, BwdBarriers* bars) {
+  ptx::mbarrier_wait(&bars->ds_empty[j % kBwdDsStages], (unsigned(j / kBwdDsStages) & 1u) ^ 1u);
+}
+
 // dQ job of step j: dq (64 queries x 64 columns of chunk c) = dS (64 x 128 keys) K[:, chunk c].
 // A = dS^T buffer read M-major (TRANS_A: queries contiguous), B = the resident K tile read N-major
 // (TRANS_B: D contiguous), reduction over all 128 keys; the caller waited for the buffer
@@ -1082,7 +1088,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // 5: publish our half of dS^T(step).
       {
         const int buf = step % kBwdDsStages;
-        ptx::mbarrier_wait(&bars->ds_empty[buf], (unsigned(step / kBwdDsStages) & 1u) ^ 1u);
+        wait_ds_empty(step, bars);
         store_ds_t(dsk, smem + plan.ds_off + buf * plan.ds_bytes, 64 * cw, f);
         ptx::fence_proxy_async_smem();  // generic stores -> the dQ wgmma (async proxy)
         __syncwarp();
@@ -1225,8 +1231,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // two steps have read them: the waits the next two steps' dS^T stores would make. Panel c of
       // dK goes to buffer c (a panel stride of kBwdBlockN rows). The next store into them waits
       // for these reads: the next tile's start does (kTwo).
-      for (int t = step; t < step + kBwdDsStages; ++t)
-        ptx::mbarrier_wait(&bars->ds_empty[t % kBwdDsStages], (unsigned(t / kBwdDsStages) & 1u) ^ 1u);
+      for (int t = step; t < step + kBwdDsStages; ++t) wait_ds_empty(t, bars);
       store_block_tma<DTYPE, D, kBwdBlockN>(dk, ds_tiles + 64 * cw * kSw128RowBytes, tm_dk, kv_head, k_row + 64 * cw,
                                             out_rows(p.dk, k_row, kv_head), int(k_stride), rows_valid,
                                             p.logit_scale * p.out_scale, f, tid, bar, false);
