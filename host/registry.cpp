@@ -31,6 +31,7 @@ const Ablation kAblations[] = {
     {"sm90-no-skip-empty-half", sm90::kFwdDefaultFlags & ~sm90::kFwdSkipEmptyHalf, SchedulePolicy::kZigzag},
     {"sm90-no-dq-finish", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPair},
+    {"sm90-no-pair-two-stage", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},
     {"sm90-no-dq-tma-store", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
     {"sm90-no-dq-first", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
     {"sm90-no-dq-two-stage", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},

@@ -85,10 +85,19 @@ enum BwdFlags : int {
   // ordered finish, where dK would skip the wait for the writer instead) 0.99-1.00x and 0.965x, so the
   // kernel takes it with kBwdDqTwoStage only and the host clears it elsewhere.
   kBwdDkInDs = 1 << 16,
+  // kBwdPair only: rank 0's consumers alternate their dQ jobs between the staging buffer and the
+  // partial-sum buffer (rank 0 receives nothing), as kBwdDqTwoStage does on the accumulator path,
+  // so that a consumer stages its next job while rank 1 has not yet read its previous copy.
+  // Without it every rank-0 hand-over waits for rank 1 to read the previous job: the loop
+  // "stage, copy, rank 1 reads, buffer back, stage" set the pair's pace (trace at cross L = 1024:
+  // rank 0 waited about 1k cycles a step for its buffer, rank 1 0.4k for the copy; moving rank 1's
+  // release later by a few hundred cycles cost 7-11 %).
+  kBwdPairTwoStage = 1 << 17,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
-                     kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs,
+                     kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
-                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs,
+                 kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
+                 kBwdPairTwoStage,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

@@ -260,13 +260,14 @@ __device__ __forceinline__ unsigned dq_buffer_off(int cw, int buffer) {
 // empty pair it is. One buffer (the staging buffer): every job, parity k & 1. TWO (kBwdDqTwoStage):
 // job k in buffer k & 1 (the staging buffer, then the partial-sum buffer), so each buffer sees every
 // other job and its pair's parity is (k / 2) & 1; job k + 2 reuses job k's buffer and header slot
-// once the writer has read job k.
-template <bool TWO>
+// once the writer has read job k. Rank 0 of a pair with kBwdPairTwoStage does the same (it receives
+// nothing, so its partial-sum buffer is free): `two` is a run-time value there, a constant elsewhere.
 struct DqStage {
-  static __device__ __forceinline__ int buffer(unsigned k) { return TWO ? int(k & 1u) : int(kDqStaging); }
-  static __device__ __forceinline__ unsigned parity(unsigned k) { return TWO ? (k >> 1) & 1u : k & 1u; }
-  // Jobs that precede the one that next reuses job k's buffer: wait for job k - kDepth's read.
-  static constexpr unsigned kDepth = TWO ? 2u : 1u;
+  bool two;
+  __device__ __forceinline__ int buffer(unsigned k) const { return two ? int(k & 1u) : int(kDqStaging); }
+  __device__ __forceinline__ unsigned parity(unsigned k) const { return two ? (k >> 1) & 1u : k & 1u; }
+  // Jobs that precede the one that next reuses job k's buffer: wait for job k - depth()'s read.
+  __device__ __forceinline__ unsigned depth() const { return two ? 2u : 1u; }
 };
 
 // The per-tile scalars a consumer needs during the steps. They are the same in every thread of
@@ -379,18 +380,20 @@ __device__ __forceinline__ void bwd_store_finished_job(const DqJobHeader& h, con
 // with TMA (kBwdDqTmaStore) this warp stores a job of whole rows and gives the buffer back once
 // the store has read it, otherwise the consumers copied the rows and their dq_full arrival
 // already says the buffer is free. `k` is each owner's job index of this step (dq_job_index),
-// also its copy index.
+// also its copy index. `stage`: the consumers' staging buffers (rank 0 with kBwdPairTwoStage: two,
+// so that a consumer stages its next job while rank 1 has not yet read the previous copy).
 template <int D, bool TMA>
-__device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarriers* bars, unsigned char* smem,
-                                                   const ptx::TensorMap* tm_dq, bool leader) {
+__device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage stage, BwdBarriers* bars,
+                                                   unsigned char* smem, const ptx::TensorMap* tm_dq, bool leader) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
   const bool sender = ptx::cluster_ctarank() == 0;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;  // bwd_dq_owner_chunk
-    ptx::mbarrier_wait(&bars->dq_full[owner][0], k & 1);
-    const unsigned char* staging = smem + dq_buffer_off<D>(owner, kDqStaging);
+    const int b = stage.buffer(k);
+    ptx::mbarrier_wait(&bars->dq_full[owner][b], stage.parity(k));
+    const unsigned char* staging = smem + dq_buffer_off<D>(owner, b);
     if (sender && leader) {
       const unsigned buf = ptx::smem_addr(smem + dq_buffer_off<D>(owner, kDqPartial));
       const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[owner]), 1u);
@@ -409,7 +412,7 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;
     if (sender) ptx::mbarrier_wait_cluster(&bars->pair_empty[owner], k & 1u);
-    if (leader) ptx::mbarrier_arrive(&bars->dq_empty[owner][0]);
+    if (leader) ptx::mbarrier_arrive(&bars->dq_empty[owner][stage.buffer(k)]);
     __syncwarp();
   }
 }
@@ -430,11 +433,11 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, BwdBarr
 // runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
 // rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
 // the consumer of the same index in both CTAs, since both run the same steps.
-template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO>
+template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
   static_assert(!(TWO && FINISH), "kBwdDqTwoStage: the partial-sum buffer is the finish's");
-  using Stage = DqStage<TWO>;
+  constexpr DqStage Stage{TWO};
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
@@ -486,13 +489,14 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
         }
       }
       if constexpr (PAIR) {
-        bwd_pair_send_step<D, TMA>(step, k, bars, smem, tm_dq, leader);
+        bwd_pair_send_step<D, TMA>(step, k, DqStage{PAIR_TWO && ptx::cluster_ctarank() == 0}, bars, smem, tm_dq,
+                                   leader);
       } else {
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
-          const int b = Stage::buffer(k);
-          ptx::mbarrier_wait(&bars->dq_full[owner][b], Stage::parity(k));  // buffer b of owner holds the job
+          const int b = Stage.buffer(k);
+          ptx::mbarrier_wait(&bars->dq_full[owner][b], Stage.parity(k));  // buffer b of owner holds the job
           if (leader) {
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
             // Both chunks of a step belong to the same (slot, head): one wait, one release.
@@ -519,7 +523,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
         __syncwarp();
         if (leader)
 #pragma unroll
-          for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1][Stage::buffer(k)]);
+          for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1][Stage.buffer(k)]);
         // A finished step has no adds; its count still rises, so dq_convert knows the block was written.
         if (p.deterministic) pending = sem;
       }
@@ -784,20 +788,19 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
 // hears it on its pair_empty[cw].
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
-template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool TWO, class HeaderFn, class Tracer>
-__device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, BwdBarriers* bars,
-                                              unsigned char* smem, const GdpaParams& p, const FragThread& f,
-                                              HeaderFn header, Tracer& trace, int step) {
+template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, class HeaderFn, class Tracer>
+__device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, DqStage stage,
+                                              BwdBarriers* bars, unsigned char* smem, const GdpaParams& p,
+                                              const FragThread& f, HeaderFn header, Tracer& trace, int step) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   __syncwarp();
   if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_empty[j % kBwdDsStages]);
   if (!has_job) return;
-  using Stage = DqStage<TWO>;
   const unsigned k = unsigned(dq_job_index<D>(j));
-  const int b = Stage::buffer(k);
+  const int b = stage.buffer(k);
   // The writer must have read the job that used this buffer before (the previous one, or with
-  // TWO the one before it).
-  if (k >= Stage::kDepth) ptx::mbarrier_wait(&bars->dq_empty[cw][b], Stage::parity(k - Stage::kDepth));
+  // two buffers the one before it).
+  if (k >= stage.depth()) ptx::mbarrier_wait(&bars->dq_empty[cw][b], stage.parity(k - stage.depth()));
   trace(kTrDqBufferFree, step);
   const int tid = int(threadIdx.x) - 128 * (cw + 1);
   const unsigned staging = ptx::smem_addr(smem) + dq_buffer_off<D>(cw, b);
@@ -869,12 +872,13 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
 // rewritten; the writer reads in job order, so every earlier job has been read as well. The wait
 // is for a phase the next job's own wait (bwd_dq_finish) targets as well (or, with TWO and back = 2,
 // the job after it), so waiting for it early is harmless.
-template <int D, bool TWO>
-__device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw, int step, unsigned back = 1) {
+template <int D>
+__device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw, int step, DqStage stage,
+                                                      unsigned back = 1) {
   const unsigned next = unsigned(dq_jobs_before<D>(step, cw));
   if (next >= back) {
     const unsigned k = next - back;
-    ptx::mbarrier_wait(&bars->dq_empty[cw][DqStage<TWO>::buffer(k)], DqStage<TWO>::parity(k));
+    ptx::mbarrier_wait(&bars->dq_empty[cw][stage.buffer(k)], stage.parity(k));
   }
 }
 
@@ -930,6 +934,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kEarlyAct = (FLAGS & kBwdEarlyAct) != 0 && bwd_early_act_fits(D, ACT);
   // dK staged in our halves of the dS^T buffers: one 64-column panel per buffer.
   constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
+  // Where our dQ jobs are staged: two buffers on the accumulator path, and on rank 0 of a pair with
+  // kBwdPairTwoStage (its partial-sum buffer receives nothing), one otherwise.
+  const DqStage dq_stage{kTwo || (kPair && (FLAGS & kBwdPairTwoStage) != 0 && ptx::cluster_ctarank() == 0)};
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
@@ -1114,7 +1121,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       };
       auto dq_hand_over = [&] {
         if (kHasDq)
-          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kTwo>(dq, chunk >= 0, dq_step, cw, bars, smem, p, f,
+          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
                                            [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
         trace(kTrDqHanded, step);
       };
@@ -1186,7 +1193,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kTwo>(dq, chunk >= 0, step - 1, cw, bars, smem, p, f,
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f,
                                        [&] { return job_header(ls - 1, chunk); }, trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
@@ -1213,16 +1220,19 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // Rows and head from the tile's start (no global reads here, in series with the stores).
     const int rows_valid = ts.len_k - ts.n0 - 64 * cw, k_row = ts.k_row, kv_head = ts.kv_head;
     const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
-    // kTwo: the buffer our next dQ job will use, whose previous job the writer has read long ago
-    // (the tile's last job is in the other one); the next tile's start waits for these stores.
+    // Two staging buffers: the one our next dQ job will use, whose previous job the writer has read
+    // long ago (the tile's last job is in the other one); the next tile's start waits for these
+    // stores (kTwo), or the end of this epilogue does (kBwdDqFinish, rank 0 of a pair).
     const bool spare = !kPair || ptx::cluster_ctarank() == 0;
     const unsigned stage = base + dq_buffer_off<D>(cw, kDqStaging);
-    const int dv_buffer = kTwo ? DqStage<kTwo>::buffer(unsigned(dq_jobs_before<D>(step, cw)))
-                               : spare ? kDqPartial : kDqStaging;
+    const int dv_buffer = dq_stage.two ? dq_stage.buffer(unsigned(dq_jobs_before<D>(step, cw)))
+                                       : spare ? kDqPartial : kDqStaging;
     const unsigned dv_stage = base + dq_buffer_off<D>(cw, dv_buffer);
-    const bool dk_after_dv = !kFinish || !spare;  // dK through dV's buffer
-    if (kTwo) bwd_wait_staging_idle<D, kTwo>(bars, cw, step, 2);
-    if (!spare) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
+    // dK through dV's buffer (with the finish and two staging buffers, the other one holds the
+    // tile's last job, which rank 1 may not have read yet).
+    const bool dk_after_dv = !kFinish || !spare || dq_stage.two;
+    if (dq_stage.two) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
+    if (!spare) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
     store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, kv_head, k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
                               rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
     trace(kTrDvOut, step - 1);
@@ -1236,7 +1246,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
                                             out_rows(p.dk, k_row, kv_head), int(k_stride), rows_valid,
                                             p.logit_scale * p.out_scale, f, tid, bar, false);
     } else {
-      if (!dk_after_dv) bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
+      if (!dk_after_dv) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
       store_block_tma<DTYPE, D>(dk, dk_after_dv ? dv_stage : stage, tm_dk, kv_head, k_row + 64 * cw,
                                 out_rows(p.dk, k_row, kv_head), int(k_stride), rows_valid, p.logit_scale * p.out_scale,
                                 f, tid, bar, dk_after_dv);
@@ -1253,7 +1263,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   }
   // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.
-  bwd_wait_staging_idle<D, kTwo>(bars, cw, step);
+  bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
   // The last dK / dV TMA stores must be complete before the CTA goes away.
   if (threadIdx.x == 128 * (cw + 1)) ptx::bulk_wait_group<0>();
 }
@@ -1344,7 +1354,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
       constexpr bool kTma = kFinish && (FLAGS & kBwdDqTmaStore) != 0;
       constexpr bool kTwo = !kFinish && (FLAGS & kBwdDqTwoStage) != 0;
-      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, kTwo>(p, &tm_dq, smem);
+      constexpr bool kPairTwo = (FLAGS & kBwdPair) && (FLAGS & kBwdPairTwoStage);
+      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, kTwo, kPairTwo>(p, &tm_dq, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

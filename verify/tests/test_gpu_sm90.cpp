@@ -328,12 +328,15 @@ TEST_SUITE("gpu") {
       pairs_plain.bwd_flags = pairs.bwd_flags & ~sm90::kBwdDqFirst;
       Sm90Options pairs_late;  // P^T and act' only after dP^T has landed (kBwdEarlyAct off)
       pairs_late.bwd_flags = pairs.bwd_flags & ~sm90::kBwdEarlyAct;
+      Sm90Options pairs_one_buffer;  // rank 0 stages every job in one buffer (kBwdPairTwoStage off)
+      pairs_one_buffer.bwd_flags = pairs.bwd_flags & ~sm90::kBwdPairTwoStage;
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_rows, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_plain, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_late, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_one_buffer, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {
