@@ -32,6 +32,7 @@ const Ablation kAblations[] = {
     {"sm90-no-dq-finish", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPair},
     {"sm90-no-pair-two-stage", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},
+    {"sm90-no-pair-dv-in-ds", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPairDvInDs},
     {"sm90-no-dq-tma-store", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
     {"sm90-no-dq-first", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
     {"sm90-no-dq-two-stage", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},

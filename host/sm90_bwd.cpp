@@ -83,6 +83,7 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
       p.total_q() >= int64_t(sm90::kBwdPairMinMeanLenQ) * p.batch())
     f |= sm90::kBwdPair | sm90::kBwdDqFinish;
   if (!(f & sm90::kBwdPair)) f &= ~sm90::kBwdPairTwoStage;  // pairs only
+  if (!(f & sm90::kBwdPairTwoStage)) f &= ~sm90::kBwdPairDvInDs;  // its rank 0 with two buffers only
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.
   if (!(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqTmaStore;

@@ -93,11 +93,16 @@ enum BwdFlags : int {
   // rank 0 waited about 1k cycles a step for its buffer, rank 1 0.4k for the copy; moving rank 1's
   // release later by a few hundred cycles cost 7-11 %).
   kBwdPairTwoStage = 1 << 17,
+  // With kBwdPairTwoStage, rank 0's epilogue stages dV in its warpgroup's halves of the two dS^T
+  // buffers (free once this CTA's last dQ jobs have read them) instead of in the next job's buffer,
+  // whose previous job rank 1 may not have read yet; dK then goes to that buffer alone.
+  kBwdPairDvInDs = 1 << 18,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
-                     kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage,
+                     kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
+                     kBwdPairDvInDs,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
-                 kBwdPairTwoStage,
+                 kBwdPairTwoStage | kBwdPairDvInDs,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

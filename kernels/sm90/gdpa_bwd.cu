@@ -934,6 +934,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kEarlyAct = (FLAGS & kBwdEarlyAct) != 0 && bwd_early_act_fits(D, ACT);
   // dK staged in our halves of the dS^T buffers: one 64-column panel per buffer.
   constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
+  constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
   // Where our dQ jobs are staged: two buffers on the accumulator path, and on rank 0 of a pair with
   // kBwdPairTwoStage (its partial-sum buffer receives nothing), one otherwise.
   const DqStage dq_stage{kTwo || (kPair && (FLAGS & kBwdPairTwoStage) != 0 && ptx::cluster_ctarank() == 0)};
@@ -1231,12 +1232,26 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // dK through dV's buffer (with the finish and two staging buffers, the other one holds the
     // tile's last job, which rank 1 may not have read yet).
     const bool dk_after_dv = !kFinish || !spare || dq_stage.two;
-    if (dq_stage.two) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
-    if (!spare) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
-    store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, kv_head, k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
-                              rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
+    // kBwdPairDvInDs, rank 0 of a pair with two staging buffers: dV goes to our halves of the dS^T
+    // buffers (waiting only for this CTA's last dQ jobs), dK alone to the next job's buffer.
+    const bool dv_in_ds = kPairDvInDs && dq_stage.two;
+    if (dv_in_ds) {
+      for (int t = step; t < step + kBwdDsStages; ++t) wait_ds_empty(t, bars);
+      store_block_tma<DTYPE, D, kBwdBlockN>(dv, ds_tiles + 64 * cw * kSw128RowBytes, tm_dv, kv_head, k_row + 64 * cw,
+                                            out_rows(p.dv, k_row, kv_head), int(k_stride), rows_valid,
+                                            (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar, false);
+    } else {
+      if (dq_stage.two) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
+      if (!spare) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
+      store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, kv_head, k_row + 64 * cw, out_rows(p.dv, k_row, kv_head),
+                                int(k_stride), rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
+    }
     trace(kTrDvOut, step - 1);
-    if constexpr (kDkInDs) {
+    if (dv_in_ds) {
+      bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
+      store_block_tma<DTYPE, D>(dk, dv_stage, tm_dk, kv_head, k_row + 64 * cw, out_rows(p.dk, k_row, kv_head),
+                                int(k_stride), rows_valid, p.logit_scale * p.out_scale, f, tid, bar, false);
+    } else if constexpr (kDkInDs) {
       // Our 64 key rows of both dS^T buffers, free once both warpgroups' dQ jobs of the tile's last
       // two steps have read them: the waits the next two steps' dS^T stores would make. Panel c of
       // dK goes to buffer c (a panel stride of kBwdBlockN rows). The next store into them waits

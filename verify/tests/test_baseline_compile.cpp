@@ -245,7 +245,7 @@ TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
   p = bench_problem(seed_bench_sets()[0], 1, default_bench_base());  // self s = 1, L = 256: cluster pairs
   const std::vector<std::string> pair = row_variants(*k, p, true);
   REQUIRE(pair.size() == 1);  // no dQ pass
-  CHECK(pair[0].find("gdpa_bwd<0,128,3,0,163967>") != std::string::npos);  // kBwdEarlyAct, kBwdPairTwoStage
+  CHECK(pair[0].find("gdpa_bwd<0,128,3,0,426111>") != std::string::npos);  // early act, two stages, dV in dS
   p = bench_problem(seed_bench_sets()[3], 1, default_bench_base());  // self s = 1, L = 2048: no finish
   CHECK(row_variants(*k, p, true)[0].find("gdpa_bwd<0,128,3,0,81943>") != std::string::npos);
   BenchRow r;

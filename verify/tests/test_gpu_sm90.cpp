@@ -330,6 +330,8 @@ TEST_SUITE("gpu") {
       pairs_late.bwd_flags = pairs.bwd_flags & ~sm90::kBwdEarlyAct;
       Sm90Options pairs_one_buffer;  // rank 0 stages every job in one buffer (kBwdPairTwoStage off)
       pairs_one_buffer.bwd_flags = pairs.bwd_flags & ~sm90::kBwdPairTwoStage;
+      Sm90Options pairs_dv_after;  // rank 0's dV in the next job's buffer, dK after it (kBwdPairDvInDs off)
+      pairs_dv_after.bwd_flags = pairs.bwd_flags & ~sm90::kBwdPairDvInDs;
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
@@ -337,6 +339,7 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_plain, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_late, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_one_buffer, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_dv_after, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {

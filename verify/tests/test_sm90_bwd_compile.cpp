@@ -170,13 +170,13 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));  // D = 64: jobs alternate
   Sm90Options opt;
   // Default flags (93; kBwdDqFirst only with the ordered finish) + unit scale (2) + kBwdPair (32)
-  // + kBwdEarlyAct (32768, where dQ is finished in the kernel) + kBwdPairTwoStage (131072, pairs
-  // only); no dq_convert pass.
+  // + kBwdEarlyAct (32768, where dQ is finished in the kernel) + kBwdPairTwoStage (131072) and
+  // kBwdPairDvInDs (262144), pairs only; no dq_convert pass.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 1);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
   opt.deterministic = true;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
@@ -451,16 +451,20 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
     return std::string("(no backward)");
   };
   // Pairs and the ordered finish take the activation under dP^T (kBwdEarlyAct, 32768) by default;
-  // pairs stage rank 0's jobs in two buffers (kBwdPairTwoStage, 131072).
-  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
-  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,131199>");
-  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");
-  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163903>");
+  // pairs stage rank 0's jobs in two buffers (kBwdPairTwoStage, 131072) and its dV in the dS^T
+  // buffers (kBwdPairDvInDs, 262144).
+  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
+  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,393343>");
+  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // and no dV in dS
+  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
+  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426047>");
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
   CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,41055>");
-  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");  // pairs: no change
-  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");  // the finish's: no change
+  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");  // pairs: no change
+  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");  // the finish's: no change
   CHECK(bwd_name("sm90-bwd-flags163965") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
+  CHECK(bwd_name("sm90-bwd-flags426109") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
+  CHECK(bwd_name("sm90-bwd-flags295037") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // dV in dS needs two buffers
   CHECK(bwd_name("sm90-bwd-flags131165") == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");  // no pairs: cleared
   // Explicit flags are used as given (plus the unit-scale specialisation), rules or not.
   CHECK(bwd_name("sm90-bwd-flags29") == "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
