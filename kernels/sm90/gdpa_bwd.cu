@@ -1209,6 +1209,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // sum is loaded into it only after our next announcement, which follows the final wait below;
     // in a pair, rank 0 receives nothing. Rank 1's receives the partner's next part as soon as it
     // has read this tile's last one, so rank 1 uses the staging buffer for both, after the writer.
+    // Rank 0 with kBwdPairTwoStage stages its jobs in both buffers; with kBwdPairDvInDs (its
+    // default) its dV then goes to our halves of the dS^T buffers, which wait only for this CTA's
+    // last dQ jobs, and dK alone to the next job's buffer (1.02-1.07x on the pair sets); without it
+    // both follow the accumulator path's order through the next job's buffer, whose previous job
+    // rank 1 must have read first.
     // dK: on the two-stage accumulator path with kBwdDkInDs (the default there) it goes to our
     // halves of the dS^T buffers, staged right after dV (1.03x at self L = 512). Otherwise,
     // without kBwdDqFinish, it follows dV through the same buffer once dV's store has read it
