@@ -91,11 +91,15 @@ enum BwdFlags : int {
   // Without it every rank-0 hand-over waits for rank 1 to read the previous job: the loop
   // "stage, copy, rank 1 reads, buffer back, stage" set the pair's pace (trace at cross L = 1024:
   // rank 0 waited about 1k cycles a step for its buffer, rank 1 0.4k for the copy; moving rank 1's
-  // release later by a few hundred cycles cost 7-11 %).
+  // release later by a few hundred cycles cost 7-11 %). Interleaved against the same kernel
+  // without it: 1.04x at L = 256, 1.00-1.01x on the cross sets at Lq >= 512.
   kBwdPairTwoStage = 1 << 17,
   // With kBwdPairTwoStage, rank 0's epilogue stages dV in its warpgroup's halves of the two dS^T
   // buffers (free once this CTA's last dQ jobs have read them) instead of in the next job's buffer,
-  // whose previous job rank 1 may not have read yet; dK then goes to that buffer alone.
+  // whose previous job rank 1 may not have read yet; dK then goes to that buffer alone. A late
+  // rank 0 at a tile boundary delays rank 1 too (it needs rank 0's first copy of the next tile):
+  // 1.06x at L = 256, 1.04 / 1.02 / 1.02x at cross Lq = 512 / 1024 / 2048 (interleaved). The same
+  // staging on rank 1 (dK alone after the writer's last store) measured 0.99-1.01x: not taken.
   kBwdPairDvInDs = 1 << 18,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |

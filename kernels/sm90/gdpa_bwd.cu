@@ -870,8 +870,8 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
 // Waits until the writer has read consumer cw's job `back` jobs before its next one (1: the last;
 // `step` = steps done in the CTA's lifetime), if it had one, so that the buffer of that job may be
 // rewritten; the writer reads in job order, so every earlier job has been read as well. The wait
-// is for a phase the next job's own wait (bwd_dq_finish) targets as well (or, with TWO and back = 2,
-// the job after it), so waiting for it early is harmless.
+// is for a phase the next job's own wait (bwd_dq_finish) targets as well (or, with two buffers and
+// back = 2, the job after it), so waiting for it early is harmless.
 template <int D>
 __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw, int step, DqStage stage,
                                                       unsigned back = 1) {
