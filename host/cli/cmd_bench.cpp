@@ -30,7 +30,7 @@ const char* kHelp =
     "             warpgroups, forward only);\n"
     "             backward: sm90-unordered-dq, sm90-no-dq-finish, sm90-no-dq-pair, sm90-no-dq-tma-store,\n"
     "             sm90-no-dq-first, sm90-no-dq-two-stage, sm90-no-early-act, sm90-no-dk-in-ds,\n"
-    "             sm90-dq-finish-always\n"
+    "             sm90-no-pair-two-stage, sm90-no-pair-dv-in-ds, sm90-dq-finish-always\n"
     "  --sets: only sets whose name contains one of the comma-separated texts (e.g. self-s1.0,cross)\n"
     "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n"
     "  --len-k N: the cross sets with every Lk = N instead of 256 (named cross-LkN-L<L>)\n"
