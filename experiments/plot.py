@@ -413,6 +413,8 @@ ABLATIONS = (
              (("sm90-no-pair-two-stage", "one buffer, back once rank 1 has read the copy (dV in the spare buffer)"),)),
     Ablation("pair-dv-in-ds", "Backward: rank 0 of a KV-tile pair stages dV in the dS^T buffers at a tile's end (pairs)",
              (("sm90-no-pair-dv-in-ds", "dV in the next dQ job's buffer"),)),
+    Ablation("dq-red", "Backward, unordered mode: dQ jobs added from the registers by vector reductions (mean Lk >= 384)",
+             (("sm90-unordered-no-red", "staged for the writer's bulk reduce"),), full="sm90-unordered-dq"),
 )
 
 

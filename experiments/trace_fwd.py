@@ -161,6 +161,8 @@ def analyse_warpgroup(recs):
             nxt = tiles[t + 1] if t + 1 < len(tiles) else None
             if nxt is not None and (ACT_DONE, 0) in nxt:
                 b["next_s"] = nxt[(S_READY, 0)] - at[(EPI_END, n)]
+                if (TILE_START, 0) in nxt:  # the next tile's top (its record read), then its S
+                    b["next_start"] = nxt[(TILE_START, 0)] - at[(EPI_END, n)]
                 b["next_act"] = nxt[(ACT_DONE, 0)] - nxt[(S_READY, 0)]
                 if (TURN, 1) in nxt:
                     b["finish_to_next_turn"] = nxt[(TURN, 1)] - at[(TURN, n)]
@@ -242,6 +244,7 @@ def main():
             "last_pv_cycles_median": median([b["last_pv"] for b in bounds if "last_pv" in b]),
             "epilogue_cycles_median": median([b["epilogue"] for b in bounds if "epilogue" in b]),
             "epilogue_to_next_s_cycles_median": median([b["next_s"] for b in whole]),
+            "epilogue_to_next_tile_start_cycles_median": median([b["next_start"] for b in whole if "next_start" in b]),
             "next_first_activation_cycles_median": median([b["next_act"] for b in whole]),
             "finish_turn_to_next_turn_cycles_median": median([b["finish_to_next_turn"] for b in whole]),
         },
@@ -261,6 +264,7 @@ def main():
     t = summary["tile"]
     print(f"tile boundary ({t['blocks_median']:.0f} key blocks per tile): last PV {t['last_pv_cycles_median']:.0f}, "
           f"epilogue {t['epilogue_cycles_median']:.0f}, then the next tile's S {t['epilogue_to_next_s_cycles_median']:.0f}"
+          f" (of which to its start {t['epilogue_to_next_tile_start_cycles_median']:.0f})"
           f" and first activation {t['next_first_activation_cycles_median']:.0f}; finish turn -> next tile's "
           f"first step turn {t['finish_turn_to_next_turn_cycles_median']:.0f} cycles")
     for r in (0, 1):

@@ -75,6 +75,13 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "unordered-dq";
     return make_sm90_kernel(o);
   }
+  if (name == "sm90-unordered-no-red") {  // the same, dQ added by the writer's bulk reduce (no kBwdDqRed)
+    Sm90Options o;
+    o.deterministic = false;
+    o.bwd_flags_drop = sm90::kBwdDqRed;
+    o.label = "unordered-no-red";
+    return make_sm90_kernel(o);
+  }
   int n = 0;
   // sm90-act-mixN: fast_gelu with N sixteenths of its elements on the FMA pipe (act_mix.h).
   if (numbered_variant(name, "sm90-act-mix", 2, &n) && n <= sm90::kActMixMax) {
@@ -144,8 +151,8 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-dq-finish-always", "sm90-softmax", "sm90-act-mix4",
-                                "sm90-three-wg"};
+  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-unordered-no-red", "sm90-dq-finish-always",
+                                "sm90-softmax", "sm90-act-mix4", "sm90-three-wg"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

@@ -90,6 +90,12 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The second dQ staging buffer is the partial-sum buffer, which the finish needs: the kernel
   // ignores the bit there, so it is cleared rather than naming a copy of the same kernel.
   if (f & sm90::kBwdDqFinish) f &= ~sm90::kBwdDqTwoStage;
+  // dQ added from the registers: in the unordered mode, on the accumulator path only (an ordered
+  // add needs the writer's semaphore protocol, and finished blocks are not added at all).
+  if (o.deterministic || (f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqRed;
+  // The default adds from the registers only where that measured faster (bwd_config.h).
+  if (o.bwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kBwdDqRedMinMeanLenK) * p.batch())
+    f &= ~sm90::kBwdDqRed;
   // dK through the dS^T buffers relies on the two-stage path's wait at each tile's start.
   if (!(f & sm90::kBwdDqTwoStage)) f &= ~sm90::kBwdDkInDs;
   // The dQ job first (its hand-over under dV and dK) paid only with the ordered finish, whose

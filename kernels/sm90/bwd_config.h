@@ -101,12 +101,21 @@ enum BwdFlags : int {
   // 1.06x at L = 256, 1.04 / 1.02 / 1.02x at cross Lq = 512 / 1024 / 2048 (interleaved). The same
   // staging on rank 1 (dK alone after the writer's last store) measured 0.99-1.01x: not taken.
   kBwdPairDvInDs = 1 << 18,
+  // Unordered mode only (the host clears it in the deterministic mode, with kBwdDqFinish and with
+  // pairs): a consumer adds its dQ job into the fp32 accumulator straight from its registers with
+  // vector reductions (red.global.add.v4.f32: register group q of thread tid is float4 [q][tid] of the
+  // block, so a warp's instruction covers 512 contiguous bytes), instead of staging it in shared
+  // memory for the writer's bulk reduce. The trace put that hand-over at about 0.7k cycles of a
+  // 4.8k-cycle step (self L = 2048), in series in the warpgroup's chain; the reductions are issued
+  // and not waited for. The writer still answers the staging barriers, so the buffers' phases and
+  // the dK / dV epilogue that reuses them are unchanged.
+  kBwdDqRed = 1 << 19,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
-                     kBwdPairDvInDs,
+                     kBwdPairDvInDs | kBwdDqRed,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
-                 kBwdPairTwoStage | kBwdPairDvInDs,
+                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -132,6 +141,12 @@ GDPA_HD constexpr bool bwd_early_act_fits(int head_dim, int act) {
 // there. Means between 128 and 256 were not measured. Explicit flags (Sm90Options::bwd_flags) are
 // used as given.
 constexpr int kBwdDqFinishMaxMeanLenK = 192;
+
+// kBwdDqRed (unordered mode) by default only from this mean KV length. Against the unordered mode
+// without it, interleaved, two rounds (sixteenth session, `ab-dq-red-*`): 1.05-1.06x at self s = 1
+// L = 512 / 1024 / 2048 (mean Lk 512 .. 2048), 1.02x / 1.03-1.05x at s = 0.5 L = 1024 / 2048 (512 /
+// 1024), but 0.97-0.98x at s = 0.5 L = 512 (mean Lk 256) and 0.97-1.01x at s = 0.5 L = 256 (128).
+constexpr int kBwdDqRedMinMeanLenK = 384;
 
 // kBwdPair by default only where the mean query length is at least this (four steps per KV tile).
 // Measured on the seed's sets (H200, against the same kernel without pairs): cross Lk = 256 at

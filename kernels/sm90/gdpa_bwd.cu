@@ -433,11 +433,14 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
 // runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
 // rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
 // the consumer of the same index in both CTAs, since both run the same steps.
-template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO>
+template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO, bool RED>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
   static_assert(!(TWO && FINISH), "kBwdDqTwoStage: the partial-sum buffer is the finish's");
+  static_assert(!(RED && FINISH), "kBwdDqRed: the unordered accumulator path only");
   constexpr DqStage Stage{TWO};
+  // Pairs: rank 0's consumers stage in two buffers with kBwdPairTwoStage (rank 1's in one).
+  const DqStage pair_stage{PAIR_TWO && ptx::cluster_ctarank() == 0};
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
@@ -489,15 +492,14 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
         }
       }
       if constexpr (PAIR) {
-        bwd_pair_send_step<D, TMA>(step, k, DqStage{PAIR_TWO && ptx::cluster_ctarank() == 0}, bars, smem, tm_dq,
-                                   leader);
+        bwd_pair_send_step<D, TMA>(step, k, pair_stage, bars, smem, tm_dq, leader);
       } else {
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
           const int b = Stage.buffer(k);
           ptx::mbarrier_wait(&bars->dq_full[owner][b], Stage.parity(k));  // buffer b of owner holds the job
-          if (leader) {
+          if (!RED && leader) {  // RED: the consumer added the job itself; only the phases go on
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
             // Both chunks of a step belong to the same (slot, head): one wait, one release.
             if (c == 0 && p.deterministic && !(FINISH && (h.flags & kDqJobLast))) semaphore_wait(h.sem, h.expected);
@@ -788,7 +790,7 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
 // hears it on its pair_empty[cw].
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
-template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, class HeaderFn, class Tracer>
+template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool RED, class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, DqStage stage,
                                               BwdBarriers* bars, unsigned char* smem, const GdpaParams& p,
                                               const FragThread& f, HeaderFn header, Tracer& trace, int step) {
@@ -851,6 +853,13 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       if (TMA && PAIR && tid == 0) bars->dq_job[cw][k & 1] = h;
       finished = true;
     }
+  } else if constexpr (RED) {
+    // Added here, from the registers (kBwdDqRed); the writer only answers the arrival below.
+    float* dst = header().dst;
+#pragma unroll
+    for (int q = 0; q < 8; ++q)  // dq_frag_index: registers 4q..4q+3 at float4 [q][tid]
+      ptx::red_add_v4_f32(dst + (q * 128 + tid) * 4, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+    finished = true;
   } else {
     if (tid == 0) bars->dq_job[cw][k & 1] = header();  // ordered for the writer by the dq_full arrival below
   }
@@ -931,6 +940,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kDqFirst = (FLAGS & kBwdDqFirst) != 0 && D == 128;
   // The partial-sum buffer is the finish's; without the finish it is the second dQ staging buffer.
   constexpr bool kTwo = (FLAGS & kBwdDqTwoStage) != 0 && !kFinish;
+  constexpr bool kRed = (FLAGS & kBwdDqRed) != 0 && !kFinish;
   constexpr bool kEarlyAct = (FLAGS & kBwdEarlyAct) != 0 && bwd_early_act_fits(D, ACT);
   // dK staged in our halves of the dS^T buffers: one 64-column panel per buffer.
   constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
@@ -1122,7 +1132,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       };
       auto dq_hand_over = [&] {
         if (kHasDq)
-          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
+          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed>(dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
                                            [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
         trace(kTrDqHanded, step);
       };
@@ -1194,7 +1204,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore>(dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f,
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed>(dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f,
                                        [&] { return job_header(ls - 1, chunk); }, trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
@@ -1237,39 +1247,42 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // dK through dV's buffer (with the finish and two staging buffers, the other one holds the
     // tile's last job, which rank 1 may not have read yet).
     const bool dk_after_dv = !kFinish || !spare || dq_stage.two;
+    // One 64 x D block (dV or dK) through shared memory and the TMA unit (store_block_tma).
+    const float dv_scale = (kTwice ? 0.5f : 1.0f) * p.out_scale, dk_scale = p.logit_scale * p.out_scale;
+    auto store_out = [&](const float(&acc)[D / 2], unsigned at, const ptx::TensorMap* map, void* grad, float scale,
+                         bool wait_for_stores) {
+      store_block_tma<DTYPE, D>(acc, at, map, kv_head, k_row + 64 * cw, out_rows(grad, k_row, kv_head), int(k_stride),
+                                rows_valid, scale, f, tid, bar, wait_for_stores);
+    };
+    // The same block into our 64 key rows of both dS^T buffers, free once both warpgroups' dQ jobs
+    // of the tile's last two steps have read them: the waits the next two steps' dS^T stores would
+    // make. Panel c goes to buffer c (a panel stride of kBwdBlockN rows). The next store into them
+    // waits for these reads: the next tile's start (kTwo) or the end of this epilogue (kFinish).
+    auto store_out_in_ds = [&](const float(&acc)[D / 2], const ptx::TensorMap* map, void* grad, float scale) {
+      for (int t = step; t < step + kBwdDsStages; ++t) wait_ds_empty(t, bars);
+      store_block_tma<DTYPE, D, kBwdBlockN>(acc, ds_tiles + 64 * cw * kSw128RowBytes, map, kv_head, k_row + 64 * cw,
+                                            out_rows(grad, k_row, kv_head), int(k_stride), rows_valid, scale, f, tid,
+                                            bar, false);
+    };
     // kBwdPairDvInDs, rank 0 of a pair with two staging buffers: dV goes to our halves of the dS^T
     // buffers (waiting only for this CTA's last dQ jobs), dK alone to the next job's buffer.
     const bool dv_in_ds = kPairDvInDs && dq_stage.two;
     if (dv_in_ds) {
-      for (int t = step; t < step + kBwdDsStages; ++t) wait_ds_empty(t, bars);
-      store_block_tma<DTYPE, D, kBwdBlockN>(dv, ds_tiles + 64 * cw * kSw128RowBytes, tm_dv, kv_head, k_row + 64 * cw,
-                                            out_rows(p.dv, k_row, kv_head), int(k_stride), rows_valid,
-                                            (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar, false);
+      store_out_in_ds(dv, tm_dv, p.dv, dv_scale);
     } else {
       if (dq_stage.two) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
       if (!spare) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
-      store_block_tma<DTYPE, D>(dv, dv_stage, tm_dv, kv_head, k_row + 64 * cw, out_rows(p.dv, k_row, kv_head),
-                                int(k_stride), rows_valid, (kTwice ? 0.5f : 1.0f) * p.out_scale, f, tid, bar);
+      store_out(dv, dv_stage, tm_dv, p.dv, dv_scale, true);
     }
     trace(kTrDvOut, step - 1);
     if (dv_in_ds) {
       bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
-      store_block_tma<DTYPE, D>(dk, dv_stage, tm_dk, kv_head, k_row + 64 * cw, out_rows(p.dk, k_row, kv_head),
-                                int(k_stride), rows_valid, p.logit_scale * p.out_scale, f, tid, bar, false);
-    } else if constexpr (kDkInDs) {
-      // Our 64 key rows of both dS^T buffers, free once both warpgroups' dQ jobs of the tile's last
-      // two steps have read them: the waits the next two steps' dS^T stores would make. Panel c of
-      // dK goes to buffer c (a panel stride of kBwdBlockN rows). The next store into them waits
-      // for these reads: the next tile's start does (kTwo).
-      for (int t = step; t < step + kBwdDsStages; ++t) wait_ds_empty(t, bars);
-      store_block_tma<DTYPE, D, kBwdBlockN>(dk, ds_tiles + 64 * cw * kSw128RowBytes, tm_dk, kv_head, k_row + 64 * cw,
-                                            out_rows(p.dk, k_row, kv_head), int(k_stride), rows_valid,
-                                            p.logit_scale * p.out_scale, f, tid, bar, false);
+      store_out(dk, dv_stage, tm_dk, p.dk, dk_scale, false);
+    } else if constexpr (kDkInDs) {  // the accumulator path: dK in the dS^T buffers, right after dV
+      store_out_in_ds(dk, tm_dk, p.dk, dk_scale);
     } else {
       if (!dk_after_dv) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
-      store_block_tma<DTYPE, D>(dk, dk_after_dv ? dv_stage : stage, tm_dk, kv_head, k_row + 64 * cw,
-                                out_rows(p.dk, k_row, kv_head), int(k_stride), rows_valid, p.logit_scale * p.out_scale,
-                                f, tid, bar, dk_after_dv);
+      store_out(dk, dk_after_dv ? dv_stage : stage, tm_dk, p.dk, dk_scale, dk_after_dv);
     }
     // All reads of the staged dV and dK (threads' or the TMA unit's) done before a dQ job or a
     // partial sum overwrites them. Without kBwdDqFinish both went through the spare buffer, which
@@ -1375,7 +1388,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       constexpr bool kTma = kFinish && (FLAGS & kBwdDqTmaStore) != 0;
       constexpr bool kTwo = !kFinish && (FLAGS & kBwdDqTwoStage) != 0;
       constexpr bool kPairTwo = (FLAGS & kBwdPair) && (FLAGS & kBwdPairTwoStage);
-      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, kTwo, kPairTwo>(p, &tm_dq, smem);
+      constexpr bool kRed = !kFinish && (FLAGS & kBwdDqRed) != 0;
+      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, kTwo, kPairTwo, kRed>(p, &tm_dq, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

@@ -2,7 +2,10 @@
 // `gdpa check` runs the whole matrix, these are the cases `make test` repeats on every change).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "../../host/check.h"
 #include "../../host/device_problem.h"
@@ -216,6 +219,52 @@ TEST_SUITE("gpu") {
     dp.download_grads(fq, fk, fv);
     CHECK(fk == dk[0]);
     CHECK(fv == dv[0]);
+  }
+  TEST_CASE("sm90 unordered backward: dQ added from the registers agrees with the deterministic dQ") {
+    // kBwdDqRed (the unordered mode, from a mean Lk of kBwdDqRedMinMeanLenK): each consumer adds its
+    // dQ jobs into the fp32 accumulator with vector reductions. Only the order of the fp32 adds may
+    // differ from the deterministic mode (checked against the CPU reference by `gdpa check`), so dQ
+    // must agree within one io-dtype rounding step everywhere and exactly almost everywhere; dK and
+    // dV bit for bit. Jagged GQA batches (mean Lk about 500), no mask and causal, D = 64 and 128.
+    Sm90Options det, red;
+    red.deterministic = false;
+    auto problem_for = [](MaskKind mask, int d) {
+      ProblemDesc p = half_fold_problem(kFastGelu, 111, 4, 2, 24, 1000);
+      p.mask = mask;
+      p.head_dim = d;
+      return p;
+    };
+    // The batches take the reductions (checked without a GPU too, so the test cannot go vacuous).
+    for (MaskKind mask : {kMaskNone, kMaskCausal})
+      for (int d : {64, 128}) {
+        const std::string name = sm90_backward_sources(problem_for(mask, d), red)[0].name_expression;
+        CAPTURE(name);
+        REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kBwdDqRed) != 0);
+      }
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (MaskKind mask : {kMaskNone, kMaskCausal})
+      for (int d : {64, 128}) {
+        const ProblemDesc p = problem_for(mask, d);
+        DeviceProblem dp(p, make_inputs(p, 112, true), true);
+        const Grads a = sm90_backward_once(det, p, dp, ctx), b = sm90_backward_once(red, p, dp, ctx);
+        CHECK(a.dk == b.dk);
+        CHECK(a.dv == b.dv);
+        REQUIRE(a.dq.size() == size_t(p.total_q()) * p.heads_q * p.head_dim);
+        REQUIRE(b.dq.size() == a.dq.size());
+        const std::vector<float> x = to_float(a.dq, p.dtype), y = to_float(b.dq, p.dtype);
+        size_t equal = 0, far = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          if (x[i] == y[i])
+            ++equal;
+          else if (!(std::fabs(x[i] - y[i]) <= 0x1p-6f * std::max(std::fabs(x[i]), std::fabs(y[i]))))
+            ++far;  // also a NaN (an unwritten, poisoned element)
+        }
+        CAPTURE(int(mask));
+        CAPTURE(d);
+        CHECK(far == 0);
+        CHECK(equal >= x.size() * 99 / 100);
+      }
   }
   TEST_CASE("sm90 backward: the halved-P GELU form gives the same dQ, dK, dV bits as the plain one") {
     Context ctx(0);

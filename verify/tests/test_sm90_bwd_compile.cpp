@@ -147,7 +147,19 @@ TEST_CASE("sm90 backward: variant names and support") {
   opt.deterministic = false;
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
   CHECK(sm90_backward_sources(p, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
+  // From a mean KV length of kBwdDqRedMinMeanLenK (here exactly that) the unordered mode adds dQ
+  // from the registers (kBwdDqRed, 524288); an ablation can drop it; the deterministic mode never
+  // has it.
+  const int red_len = 2 * kBwdDqRedMinMeanLenK - 100;
+  const ProblemDesc red_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len}, {100, red_len});
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,606231>");
+  CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len - 2}, {100, red_len - 2}), opt)[0]
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
+  opt.bwd_flags_drop = kBwdDqRed;
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
+  opt.bwd_flags_drop = 0;
   opt.deterministic = true;
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));

@@ -216,6 +216,8 @@ TEST_CASE("trace_fwd.py: the phases of an inner step and the warpgroups' turn la
   CHECK(s.find("activation       1200") != std::string::npos);
   CHECK(s.find("PV done           100") != std::string::npos);
   CHECK(s.find("last PV 150, epilogue 900") != std::string::npos);
+  // The next tile starts 10 cycles after the epilogue, its S is complete 250 later.
+  CHECK(s.find("then the next tile's S 260 (of which to its start 10)") != std::string::npos);
   CHECK(s.find("warpgroup 0 took its turn 650 cycles") != std::string::npos);
   CHECK(s.find("warpgroup 1 took its turn 200 cycles") != std::string::npos);
   CHECK(s.find("other warpgroup's: 17 %") != std::string::npos);
