@@ -17,7 +17,9 @@
 //     per step through a kBwdQStages ring.
 //   warpgroup 0, warp 1: the dQ writer. Bulk-reduces each finished dQ job from shared memory into
 //     the fp32 accumulator (and orders those reduces in the deterministic mode); with kBwdPair,
-//     in cluster rank 0, copies it into rank 1's shared memory instead (bwd_pair_send_step).
+//     in cluster rank 0, copies it into rank 1's shared memory instead (bwd_pair_send_step). With
+//     kBwdDqRed (unordered mode) the consumers add their jobs from registers and the writer only
+//     answers their barriers.
 //   warpgroups 1 and 2: consumers, 64 keys each, taking turns at issuing their GEMM batches
 //     (kBwdPingpong). dK and dV (64 x D fp32 each) live in registers for the whole work tile; GQA
 //     sums the group's heads there, no atomics. With kBwdDqFinish (deterministic mode) a
