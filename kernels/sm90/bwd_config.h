@@ -142,6 +142,12 @@ GDPA_HD constexpr bool bwd_early_act_fits(int head_dim, int act) {
 // used as given.
 constexpr int kBwdDqFinishMaxMeanLenK = 192;
 
+// What the flags make of the dQ path, one definition for every role of the kernel that needs it
+// (the consumers and the writer must agree): the partial-sum buffer is the second staging buffer
+// only without the finish, and a job is added from the registers only where nothing finishes it.
+GDPA_HD constexpr bool bwd_dq_two_stage(int flags) { return (flags & kBwdDqTwoStage) && !(flags & kBwdDqFinish); }
+GDPA_HD constexpr bool bwd_dq_red(int flags) { return (flags & kBwdDqRed) && !(flags & kBwdDqFinish); }
+
 // kBwdDqRed (unordered mode) by default only from this mean KV length. Against the unordered mode
 // without it, interleaved, two rounds (sixteenth session, `ab-dq-red-*`): 1.05-1.06x at self s = 1
 // L = 512 / 1024 / 2048 (mean Lk 512 .. 2048), 1.02x / 1.03-1.05x at s = 0.5 L = 1024 / 2048 (512 /

@@ -272,6 +272,14 @@ struct DqStage {
   __device__ __forceinline__ unsigned depth() const { return two ? 2u : 1u; }
 };
 
+// Where a consumer's dQ jobs are staged, the same for the consumers and the writer: two buffers on
+// the accumulator path (TWO, kBwdDqTwoStage) and on rank 0 of a pair with kBwdPairTwoStage
+// (PAIR_TWO; its partial-sum buffer receives nothing), one otherwise.
+template <bool TWO, bool PAIR_TWO>
+__device__ __forceinline__ DqStage dq_stage_of() {
+  return DqStage{TWO || (PAIR_TWO && ptx::cluster_ctarank() == 0)};
+}
+
 // The per-tile scalars a consumer needs during the steps. They are the same in every thread of
 // the CTA; bwd_consumer passes each through a lane-0 shuffle so that ptxas knows it and keeps them
 // in uniform registers: at D = 128 a consumer thread's 240 vector registers hold 208 of wgmma
@@ -440,9 +448,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
   static_assert(!(TWO && FINISH), "kBwdDqTwoStage: the partial-sum buffer is the finish's");
   static_assert(!(RED && FINISH), "kBwdDqRed: the unordered accumulator path only");
-  constexpr DqStage Stage{TWO};
-  // Pairs: rank 0's consumers stage in two buffers with kBwdPairTwoStage (rank 1's in one).
-  const DqStage pair_stage{PAIR_TWO && ptx::cluster_ctarank() == 0};
+  const DqStage stage = dq_stage_of<TWO, PAIR_TWO>();
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
@@ -494,13 +500,13 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
         }
       }
       if constexpr (PAIR) {
-        bwd_pair_send_step<D, TMA>(step, k, pair_stage, bars, smem, tm_dq, leader);
+        bwd_pair_send_step<D, TMA>(step, k, stage, bars, smem, tm_dq, leader);
       } else {
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
-          const int b = Stage.buffer(k);
-          ptx::mbarrier_wait(&bars->dq_full[owner][b], Stage.parity(k));  // buffer b of owner holds the job
+          const int b = stage.buffer(k);
+          ptx::mbarrier_wait(&bars->dq_full[owner][b], stage.parity(k));  // buffer b of owner holds the job
           if (!RED && leader) {  // RED: the consumer added the job itself; only the phases go on
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
             // Both chunks of a step belong to the same (slot, head): one wait, one release.
@@ -527,7 +533,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
         __syncwarp();
         if (leader)
 #pragma unroll
-          for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1][Stage.buffer(k)]);
+          for (int c = 0; c < kChunks; ++c) ptx::mbarrier_arrive(&bars->dq_empty[(step + c) & 1][stage.buffer(k)]);
         // A finished step has no adds; its count still rises, so dq_convert knows the block was written.
         if (p.deterministic) pending = sem;
       }
@@ -940,16 +946,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // D = 64: a warpgroup has a dQ job every other step, a run-time branch around its issue, and
   // ahead of dV and dK that makes ptxas insert a warpgroup.arrive: kept after them there.
   constexpr bool kDqFirst = (FLAGS & kBwdDqFirst) != 0 && D == 128;
-  // The partial-sum buffer is the finish's; without the finish it is the second dQ staging buffer.
-  constexpr bool kTwo = (FLAGS & kBwdDqTwoStage) != 0 && !kFinish;
-  constexpr bool kRed = (FLAGS & kBwdDqRed) != 0 && !kFinish;
+  constexpr bool kTwo = bwd_dq_two_stage(FLAGS);
+  constexpr bool kRed = bwd_dq_red(FLAGS);
   constexpr bool kEarlyAct = (FLAGS & kBwdEarlyAct) != 0 && bwd_early_act_fits(D, ACT);
   // dK staged in our halves of the dS^T buffers: one 64-column panel per buffer.
   constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
   constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
-  // Where our dQ jobs are staged: two buffers on the accumulator path, and on rank 0 of a pair with
-  // kBwdPairTwoStage (its partial-sum buffer receives nothing), one otherwise.
-  const DqStage dq_stage{kTwo || (kPair && (FLAGS & kBwdPairTwoStage) != 0 && ptx::cluster_ctarank() == 0)};
+  const DqStage dq_stage = dq_stage_of<kTwo, kPair && (FLAGS & kBwdPairTwoStage) != 0>();
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
@@ -1388,10 +1391,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     } else if (warp == 1) {
       constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
       constexpr bool kTma = kFinish && (FLAGS & kBwdDqTmaStore) != 0;
-      constexpr bool kTwo = !kFinish && (FLAGS & kBwdDqTwoStage) != 0;
       constexpr bool kPairTwo = (FLAGS & kBwdPair) && (FLAGS & kBwdPairTwoStage);
-      constexpr bool kRed = !kFinish && (FLAGS & kBwdDqRed) != 0;
-      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, kTwo, kPairTwo, kRed>(p, &tm_dq, smem);
+      bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, bwd_dq_two_stage(FLAGS), kPairTwo,
+                    bwd_dq_red(FLAGS)>(p, &tm_dq, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();
