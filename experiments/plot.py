@@ -394,6 +394,8 @@ ABLATIONS = (
              (("sm90-no-half-fold", "plain f = x/2 (1 + tanh(.))"),)),
     Ablation("skip-empty-half", "Forward: a warpgroup whose 64 rows lie past the sequence's end issues no GEMMs",
              (("sm90-no-skip-empty-half", "both warpgroups compute every tile"),)),
+    Ablation("peel-first-step", "Forward: a tile's first step peeled out of the step loop (default: mean Lk >= 768)",
+             (("sm90-no-peel-first-step", "first step in the loop (a branch around two PV sequences)"),)),
     Ablation("dq-finish", "Backward: each dQ block finished by its last contributor in the kernel (default: mean Lk <= 384)",
              (("sm90-no-dq-finish", "fp32 accumulator + separate dq_convert pass"),
               ("sm90-dq-finish-always", "finished in the kernel at every Lk"))),

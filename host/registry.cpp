@@ -16,30 +16,31 @@ namespace {
 
 struct Ablation {
   const char* name;
-  int fwd_flags;
+  int fwd_drop;  // forward switches removed from its defaults (its problem rules still apply)
   SchedulePolicy policy;
   int bwd_drop = 0;  // backward switches removed from its defaults (its problem rules still apply)
 };
 
 // Each row switches exactly one optimization off (issue: ablations isolate each one).
 const Ablation kAblations[] = {
-    {"sm90-no-pingpong", sm90::kFwdDefaultFlags & ~sm90::kFwdPingpong, SchedulePolicy::kZigzag, sm90::kBwdPingpong},
-    {"sm90-no-outer-pipeline", sm90::kFwdDefaultFlags & ~sm90::kFwdOuterPipeline, SchedulePolicy::kZigzag},
-    {"sm90-no-intra-overlap", sm90::kFwdDefaultFlags & ~sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
-    {"sm90-no-kv-reuse", sm90::kFwdDefaultFlags & ~sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
-    {"sm90-no-half-fold", sm90::kFwdDefaultFlags & ~sm90::kFwdHalfFold, SchedulePolicy::kZigzag, sm90::kBwdHalfFold},
-    {"sm90-no-skip-empty-half", sm90::kFwdDefaultFlags & ~sm90::kFwdSkipEmptyHalf, SchedulePolicy::kZigzag},
-    {"sm90-no-dq-finish", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
-    {"sm90-no-dq-pair", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPair},
-    {"sm90-no-pair-two-stage", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},
-    {"sm90-no-pair-dv-in-ds", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdPairDvInDs},
-    {"sm90-no-dq-tma-store", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
-    {"sm90-no-dq-first", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
-    {"sm90-no-dq-two-stage", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},
-    {"sm90-no-early-act", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdEarlyAct},
-    {"sm90-no-dk-in-ds", sm90::kFwdDefaultFlags, SchedulePolicy::kZigzag, sm90::kBwdDkInDs},
-    {"sm90-grid-order", sm90::kFwdDefaultFlags, SchedulePolicy::kGridOrder},
-    {"sm90-longest-first", sm90::kFwdDefaultFlags, SchedulePolicy::kLongestFirst},
+    {"sm90-no-pingpong", sm90::kFwdPingpong, SchedulePolicy::kZigzag, sm90::kBwdPingpong},
+    {"sm90-no-outer-pipeline", sm90::kFwdOuterPipeline, SchedulePolicy::kZigzag},
+    {"sm90-no-intra-overlap", sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
+    {"sm90-no-kv-reuse", sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
+    {"sm90-no-half-fold", sm90::kFwdHalfFold, SchedulePolicy::kZigzag, sm90::kBwdHalfFold},
+    {"sm90-no-skip-empty-half", sm90::kFwdSkipEmptyHalf, SchedulePolicy::kZigzag},
+    {"sm90-no-peel-first-step", sm90::kFwdPeelFirstStep, SchedulePolicy::kZigzag},
+    {"sm90-no-dq-finish", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
+    {"sm90-no-dq-pair", 0, SchedulePolicy::kZigzag, sm90::kBwdPair},
+    {"sm90-no-pair-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},
+    {"sm90-no-pair-dv-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdPairDvInDs},
+    {"sm90-no-dq-tma-store", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
+    {"sm90-no-dq-first", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
+    {"sm90-no-dq-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},
+    {"sm90-no-early-act", 0, SchedulePolicy::kZigzag, sm90::kBwdEarlyAct},
+    {"sm90-no-dk-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdDkInDs},
+    {"sm90-grid-order", 0, SchedulePolicy::kGridOrder},
+    {"sm90-longest-first", 0, SchedulePolicy::kLongestFirst},
 };
 
 // `name` is `prefix` followed by 1..max_digits decimal digits: their value in *n.
@@ -135,7 +136,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   for (const Ablation& a : kAblations) {
     if (name == a.name) {
       Sm90Options o;
-      o.fwd_flags = a.fwd_flags;
+      o.fwd_flags_drop = a.fwd_drop;
       o.bwd_flags_drop = a.bwd_drop;
       o.policy = a.policy;
       o.label = std::string(a.name).substr(5);

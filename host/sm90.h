@@ -10,7 +10,11 @@
 namespace gdpa {
 
 struct Sm90Options {
-  int fwd_flags = -1;  // kernels/sm90/fwd_config.h FwdFlags; -1 = kFwdDefaultFlags
+  int fwd_flags = -1;  // kernels/sm90/fwd_config.h FwdFlags; -1 = kFwdDefaultFlags and the rules
+                       // that depend on the problem (fwd_config.h: skip-empty and peel by mean Lk)
+  // With fwd_flags = -1: switches removed from the defaults before those rules apply (an ablation
+  // that changes exactly one switch; explicit fwd_flags would bypass the rules).
+  int fwd_flags_drop = 0;
   // kernels/sm90/bwd_config.h BwdFlags; -1 = the defaults plus the problem-dependent rules (the
   // in-kernel dQ finish only for a mean Lk <= kBwdDqFinishMaxMeanLenK). Explicit flags are used as
   // given, except that kBwdDqFinish is dropped without `deterministic` (it needs the fixed order).

@@ -447,6 +447,33 @@ TEST_SUITE("gpu") {
           check_same_forward_bits(with, without, p, dp, ctx);
         }
   }
+  TEST_CASE("sm90 forward: the peeled first step gives the same O bits as the step loop") {
+    // kFwdPeelFirstStep (the default from a mean Lk of 768) against the same kernel without it:
+    // tiles of 1 to 12 key blocks, both parities of the block count, K/V kept and reloaded.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (MaskKind mask : {kMaskNone, kMaskCausal})
+      for (int d : {64, 128}) {
+        ProblemDesc p = half_fold_problem(kFastGelu, 131, 4, 2, 16);
+        p.mask = mask;
+        p.head_dim = d;
+        std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
+        for (int b = 0; b < p.batch(); ++b) {
+          lk[size_t(b)] = 128 * (b % 12) + 1 + (b * 37) % 128;  // 1..12 key blocks
+          lq[size_t(b)] = b % 3 ? lk[size_t(b)] : 1 + (b * 53) % 400;
+        }
+        lk[0] = 4000;  // a mean Lk above the limit, so the default peels
+        p.cu_seqlens_q = offsets_from_lengths(lq);
+        p.cu_seqlens_k = offsets_from_lengths(lk);
+        REQUIRE(p.total_k() >= int64_t(sm90::kFwdPeelMinMeanLenK) * p.batch());
+        DeviceProblem dp(p, make_inputs(p, 132, false), false);
+        Sm90Options without;
+        without.fwd_flags_drop = sm90::kFwdPeelFirstStep;
+        CAPTURE(int(mask));
+        CAPTURE(d);
+        check_same_forward_bits(Sm90Options{}, without, p, dp, ctx);
+      }
+  }
   TEST_CASE("sm90 backward matches the CPU reference on jagged batches") {
     run_cases(true, {"act=fast_gelu", "act=gelu_poly", "D=64", "fp16", "mask=causal", "G=2", "Lq=1 with an Lk=0",
                      "scales", "KV pairs", "KV pairs G=2 D=64 scales"});

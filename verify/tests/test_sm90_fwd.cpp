@@ -192,6 +192,53 @@ TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdS
   CHECK((flags_for(limit - 100, limit + 101, explicit_flags) & kFwdSkipEmptyHalf) != 0);
 }
 
+TEST_CASE("sm90 forward peels a tile's first step by default only from kFwdPeelMinMeanLenK") {
+  using namespace sm90;
+  ProblemDesc p;
+  p.dtype = kBF16;
+  p.head_dim = 128;
+  p.activation = kFastGelu;
+  const int limit = kFwdPeelMinMeanLenK;
+  auto flags_for = [&](int len_a, int len_b, const Sm90Options& opt) {
+    p.cu_seqlens_q = p.cu_seqlens_k = {0, len_a, len_a + len_b};
+    const std::string name = sm90_kernel_sources(p, opt, false)[0].name_expression;  // "...,<flags>>"
+    return std::stoi(name.substr(name.rfind(',') + 1));
+  };
+  const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
+  const int below = flags_for(limit - 100, limit + 99, Sm90Options{});      // just below it
+  CHECK((at_limit & kFwdPeelFirstStep) != 0);
+  CHECK((below & kFwdPeelFirstStep) == 0);
+  CHECK((at_limit & ~kFwdPeelFirstStep) == (below & ~kFwdPeelFirstStep));  // nothing else differs
+  Sm90Options off;  // the ablation drops the switch and keeps the other rules
+  off.fwd_flags_drop = kFwdPeelFirstStep;
+  CHECK(flags_for(limit - 100, limit + 100, off) == (at_limit & ~kFwdPeelFirstStep));
+  Sm90Options three;  // the three-warpgroup consumer has no step loop to peel
+  three.fwd_flags = kFwdThreeConsumers | kFwdPeelFirstStep | kFwdKvReuse;
+  CHECK((flags_for(limit, limit, three) & kFwdPeelFirstStep) == 0);
+}
+
+TEST_CASE("sm90 forward with the peeled first step: no serialized wgmma, few local accesses") {
+  // The long-key default (kFwdPeelFirstStep). ptxas serializes every wgmma (C7514: a WARPGROUP.DEPBAR
+  // after each HGMMA) if the last PV's accumulate flag is a compile-time constant (gdpa_fwd.cu); the
+  // peeled pair costs a few tile-level scalars in local memory (29 LDL / STL instructions at
+  // fast_gelu, none of them in the step loop), never a fragment register.
+  ProblemDesc p;
+  p.dtype = kBF16;
+  p.head_dim = 128;
+  p.activation = kFastGelu;
+  p.cu_seqlens_q = p.cu_seqlens_k = {0, 2048};
+  const std::vector<KernelSource> srcs = sm90_kernel_sources(p, Sm90Options{}, false);
+  REQUIRE(srcs.size() == 1);
+  CAPTURE(srcs[0].name_expression);
+  const std::string& name = srcs[0].name_expression;
+  REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kFwdPeelFirstStep) != 0);
+  const std::string sass = disassemble(compile_kernel(srcs[0], 90).cubin);
+  REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
+  CHECK(count_of(sass, "HGMMA.64x128x16") >= 64);
+  CHECK(count_of(sass, "WARPGROUP.DEPBAR") <= 24);
+  CHECK(count_of(sass, "LDL") + count_of(sass, "STL") <= 32);
+}
+
 TEST_CASE("sm90 forward loads only the 64-row halves of a tile that hold its rows") {
   using sm90::fwd_load_boxes;
   CHECK(sm90::kFwdLoadRows == 64);
