@@ -78,8 +78,8 @@ constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 // kFwdPeelFirstStep by default only from this mean key length. The peeled pair is two more steps of
 // code (8.1k SASS instructions against 6.2k) and a few tile-level scalars in local memory; it pays
 // where tiles have many steps. Measured against the same kernel without it (seventeenth session,
-// interleaved, five rounds): 1.03-1.05x self s = 1 L = 2048, 1.02x L = 1024, 1.02-1.03x s = 0.5
-// L = 2048 (mean Lk 1024); 0.98-1.00x at L = 512, 0.92-0.97x on the cross sets (Lk = 256, two
+// interleaved, four rounds): 1.02-1.05x self s = 1 L = 2048, 1.02x L = 1024, 1.02-1.03x s = 0.5
+// L = 2048 (mean Lk 1024); 0.99-1.01x at L = 512, and 0.92-0.99x on the cross sets (Lk = 256, two
 // blocks per tile: they never reach the loop, only the bigger code).
 constexpr int kFwdPeelMinMeanLenK = 768;
 
