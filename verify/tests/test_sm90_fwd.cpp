@@ -170,18 +170,22 @@ TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and tr
         sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression);
 }
 
-TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdSkipEmptyMaxMeanLenK") {
-  using namespace sm90;
+// The forward flags the host picks for a bf16, D = 128 fast_gelu batch of two sequences of
+// lengths len_a and len_b (self-attention), read off the kernel's name ("...,<flags>>").
+static int fwd_flags_for_lengths(int len_a, int len_b, const Sm90Options& opt) {
   ProblemDesc p;
   p.dtype = kBF16;
   p.head_dim = 128;
   p.activation = kFastGelu;
+  p.cu_seqlens_q = p.cu_seqlens_k = {0, len_a, len_a + len_b};
+  const std::string name = sm90_kernel_sources(p, opt, false)[0].name_expression;
+  return std::stoi(name.substr(name.rfind(',') + 1));
+}
+
+TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdSkipEmptyMaxMeanLenK") {
+  using namespace sm90;
   const int limit = kFwdSkipEmptyMaxMeanLenK;
-  auto flags_for = [&](int len_a, int len_b, const Sm90Options& opt) {
-    p.cu_seqlens_q = p.cu_seqlens_k = {0, len_a, len_a + len_b};
-    const std::string name = sm90_kernel_sources(p, opt, false)[0].name_expression;  // "...,<flags>>"
-    return std::stoi(name.substr(name.rfind(',') + 1));
-  };
+  auto flags_for = fwd_flags_for_lengths;
   const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
   const int above = flags_for(limit - 100, limit + 101, Sm90Options{});     // just above it
   CHECK((at_limit & kFwdSkipEmptyHalf) != 0);
@@ -194,16 +198,8 @@ TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdS
 
 TEST_CASE("sm90 forward peels a tile's first step by default only from kFwdPeelMinMeanLenK") {
   using namespace sm90;
-  ProblemDesc p;
-  p.dtype = kBF16;
-  p.head_dim = 128;
-  p.activation = kFastGelu;
   const int limit = kFwdPeelMinMeanLenK;
-  auto flags_for = [&](int len_a, int len_b, const Sm90Options& opt) {
-    p.cu_seqlens_q = p.cu_seqlens_k = {0, len_a, len_a + len_b};
-    const std::string name = sm90_kernel_sources(p, opt, false)[0].name_expression;  // "...,<flags>>"
-    return std::stoi(name.substr(name.rfind(',') + 1));
-  };
+  auto flags_for = fwd_flags_for_lengths;
   const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
   const int below = flags_for(limit - 100, limit + 99, Sm90Options{});      // just below it
   CHECK((at_limit & kFwdPeelFirstStep) != 0);
