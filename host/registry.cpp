@@ -29,7 +29,7 @@ const Ablation kAblations[] = {
     {"sm90-no-kv-reuse", sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
     {"sm90-no-half-fold", sm90::kFwdHalfFold, SchedulePolicy::kZigzag, sm90::kBwdHalfFold},
     {"sm90-no-skip-empty-half", sm90::kFwdSkipEmptyHalf, SchedulePolicy::kZigzag},
-    {"sm90-no-peel-first-step", sm90::kFwdPeelFirstStep, SchedulePolicy::kZigzag},
+    {"sm90-no-whole-batch-branch", sm90::kFwdWholeBatchBranch, SchedulePolicy::kZigzag},
     {"sm90-no-dq-finish", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", 0, SchedulePolicy::kZigzag, sm90::kBwdPair},
     {"sm90-no-pair-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},

@@ -22,14 +22,15 @@ namespace {
 // multiply before the activation.
 int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags & ~o.fwd_flags_drop : o.fwd_flags;
-  // The default skips empty halves and peels the first step only where that measured faster
-  // (fwd_config.h).
+  // The default skips empty halves, and branches before the GEMM batch, only where that measured
+  // faster (fwd_config.h).
   if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() > int64_t(sm90::kFwdSkipEmptyMaxMeanLenK) * p.batch())
     f &= ~sm90::kFwdSkipEmptyHalf;
-  if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kFwdPeelMinMeanLenK) * p.batch())
-    f &= ~sm90::kFwdPeelFirstStep;
-  // The three-warpgroup consumer has no pingpong step loop to peel: the bit would only name a copy.
-  if (f & sm90::kFwdThreeConsumers) f &= ~sm90::kFwdPeelFirstStep;
+  if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kFwdWholeBatchMinMeanLenK) * p.batch())
+    f &= ~sm90::kFwdWholeBatchBranch;
+  // The three-warpgroup consumer's steps all accumulate (O starts at zero): the bit would only name
+  // a copy of the same kernel.
+  if (f & sm90::kFwdThreeConsumers) f &= ~sm90::kFwdWholeBatchBranch;
   if (o.softmax) f |= sm90::kFwdSoftmax;
   if (!o.fwd_trace.empty()) f |= sm90::kFwdTrace;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;

@@ -11,7 +11,7 @@ namespace gdpa {
 
 struct Sm90Options {
   int fwd_flags = -1;  // kernels/sm90/fwd_config.h FwdFlags; -1 = kFwdDefaultFlags and the rules
-                       // that depend on the problem (fwd_config.h: skip-empty and peel by mean Lk)
+                       // that depend on the problem (fwd_config.h: both mean-Lk limits)
   // With fwd_flags = -1: switches removed from the defaults before those rules apply (an ablation
   // that changes exactly one switch; explicit fwd_flags would bypass the rules).
   int fwd_flags_drop = 0;

@@ -19,13 +19,14 @@ enum FwdFlags : int {
   kFwdSkipEmptyHalf = 128,  // a consumer warpgroup whose 64 query rows all lie past the sequence's end
                             // (a last tile holding at most 64 rows) takes its pingpong turns and
                             // releases its slots without issuing GEMMs, activating or storing
-  // The tile's first step, whose PV starts O over, peeled out of the step loop: every step in the
-  // loop then issues one PV sequence, no branch. With the accumulate flag known only at run time,
-  // the step was a branch around two PV sequences, and ptxas put a warpgroup.arrive between QK^T
-  // and PV (the warp waits there for the QK^T in flight) and an extra HGMMA.64x8 after the join.
-  kFwdPeelFirstStep = 65536,
+  // A step whose PV may or may not accumulate (the tile's first PV starts O over) branches on that
+  // before its GEMM batch, between two whole batches (QK^T + PV), instead of between two PV
+  // sequences after the QK^T. In the latter form ptxas puts a warpgroup.arrive at each branch
+  // target, between QK^T and PV: the warp waits there about as long as the QK^T in flight runs,
+  // and the commit group is closed by an extra HGMMA.64x8 after the join.
+  kFwdWholeBatchBranch = 16384,
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
-                     kFwdSkipEmptyHalf | kFwdPeelFirstStep,
+                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled
@@ -75,13 +76,11 @@ constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); 
 // about sixteen has an empty half.
 constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 
-// kFwdPeelFirstStep by default only from this mean key length. The peeled pair is two more steps of
-// code (8.1k SASS instructions against 6.2k) and a few tile-level scalars in local memory; it pays
-// where tiles have many steps. Measured against the same kernel without it (seventeenth session,
-// interleaved, four rounds): 1.02-1.05x self s = 1 L = 2048, 1.02x L = 1024, 1.02-1.03x s = 0.5
-// L = 2048 (mean Lk 1024); 0.99-1.01x at L = 512, and 0.92-0.99x on the cross sets (Lk = 256, two
-// blocks per tile: they never reach the loop, only the bigger code).
-constexpr int kFwdPeelMinMeanLenK = 768;
+// kFwdWholeBatchBranch by default only from this mean key length. Measured against the same kernel
+// without it (seventeenth session, explicit flags, three interleaved rounds): 1.04-1.05x self s = 1
+// L = 2048, 1.04x L = 1024, 1.01x L = 512, 1.04x s = 0.5 L = 2048, 1.02-1.03x L = 1024 (mean Lk
+// 512); 0.99-1.00x at s = 0.5 L <= 512 and self L = 256, 0.97-1.01x on the cross sets (Lk = 256).
+constexpr int kFwdWholeBatchMinMeanLenK = 384;
 
 constexpr int kFwdConsumerWarpgroups = 2;  // the default; kFwdThreeConsumers: 3
 constexpr int kFwdBlockM = 64 * kFwdConsumerWarpgroups;  // 64 query rows per consumer warpgroup

@@ -262,7 +262,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kUnit = (FLAGS & kFwdUnitLogitScale) != 0;
   constexpr bool kSoftmax = (FLAGS & kFwdSoftmax) != 0;
   constexpr bool kSkipEmpty = (FLAGS & kFwdSkipEmptyHalf) != 0;
-  constexpr bool kPeel = (FLAGS & kFwdPeelFirstStep) != 0;
+  constexpr bool kWholeBatch = (FLAGS & kFwdWholeBatchBranch) != 0;
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
@@ -426,24 +426,37 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     trace(kFtActDone, 0);
 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
-    // acc: whether the PV GEMM adds to O. With kFwdPeelFirstStep every call passes a constant,
-    // so after inlining each step of the loop has one PV sequence: a value known only at run time
-    // (j > 1) makes the step a branch around two of them, and at the join ptxas injects a
-    // warpgroup.arrive between QK^T and PV (which waits for the QK^T in flight) and closes the
-    // commit group with an extra HGMMA.64x8.
+    // acc: whether the PV GEMM adds to O (false for the tile's first, which starts O over); known
+    // at run time only where the loop runs both kinds of step (kFwdWholeBatchBranch says why the
+    // branch on it comes before the batch).
     auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4], bool acc) {
       const int kj = kvb + j, vj = kvb + j - 1;
       wait_step_turn(j);
-      ptx::wgmma_fence();
-      issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
-      ptx::wgmma_commit();
-      trace(kFtQkIssued, j);
-      if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
-        ptx::wgmma_wait<0>();
-        ptx::fence_operand(s_acc);
+      auto issue_s = [&] {
+        ptx::wgmma_fence();
+        issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
+        ptx::wgmma_commit();
+        trace(kFtQkIssued, j);
+        if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
+          ptx::wgmma_wait<0>();
+          ptx::fence_operand(s_acc);
+        }
+      };
+      // Each branch commits its own batch: a commit after the join would need ptxas's extra
+      // HGMMA.64x8 to close the group again.
+      if (kWholeBatch && acc) {
+        issue_s();
+        issue_pv<DTYPE, D, BN, true>(o_acc, p_in, v_tile(vj));
+        ptx::wgmma_commit();
+      } else if (kWholeBatch) {
+        issue_s();
+        issue_pv<DTYPE, D, BN, false>(o_acc, p_in, v_tile(vj));
+        ptx::wgmma_commit();
+      } else {
+        issue_s();
+        issue_pv<DTYPE, D, BN>(o_acc, p_in, v_tile(vj), acc);
+        ptx::wgmma_commit();
       }
-      issue_pv<DTYPE, D, BN>(o_acc, p_in, v_tile(vj), acc);
-      ptx::wgmma_commit();
       FwdTurns<FLAGS>::pass(cw);
       trace(kFtIssued, j);
       if constexpr (kOverlap)
@@ -504,26 +517,13 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
 
     // P alternates between p_a and p_b so no register copy is needed between steps.
     int j = 1;
-    if constexpr (kPeel) {
-      // Step 1 starts O over (its PV does not accumulate): peeled with the first pair, so that the
-      // loop's steps pass constants and issue one PV sequence each, without a branch.
-      if (j + 1 < nblocks) {
-        step(1, p_a, p_b, false);
-        step(2, p_b, p_a, true);
-        for (j = 3; j + 1 < nblocks; j += 2) {
-          step(j, p_a, p_b, true);
-          step(j + 1, p_b, p_a, true);
-        }
-      }
-    } else {
-      for (; j + 1 < nblocks; j += 2) {
-        step(j, p_a, p_b, j > 1);
-        step(j + 1, p_b, p_a, true);
-      }
+    for (; j + 1 < nblocks; j += 2) {
+      step(j, p_a, p_b, j > 1);
+      step(j + 1, p_b, p_a, true);
     }
-    // The last PV's accumulate flag stays a run-time value even where it is known: with a constant
-    // there, ptxas flags the epilogue's reads of O (under the next tile's QK^T) and serializes
-    // every wgmma of the kernel (C7514).
+    // The last PV's accumulate flag stays a run-time choice inside the batch (a branch between two
+    // PV sequences after the fence): in any form that fixes it before the fence, ptxas flags the
+    // epilogue's reads of O (under the next tile's QK^T) and serializes every wgmma (C7514).
     bool prefetched;
     if (j < nblocks) {
       step(j, p_a, p_b, j > 1);

@@ -447,8 +447,8 @@ TEST_SUITE("gpu") {
           check_same_forward_bits(with, without, p, dp, ctx);
         }
   }
-  TEST_CASE("sm90 forward: the peeled first step gives the same O bits as the step loop") {
-    // kFwdPeelFirstStep (the default from a mean Lk of 768) against the same kernel without it:
+  TEST_CASE("sm90 forward: branching before the GEMM batch gives the same O bits") {
+    // kFwdWholeBatchBranch (the default from a mean Lk of 384) against the same kernel without it:
     // tiles of 1 to 12 key blocks, both parities of the block count, K/V kept and reloaded.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
@@ -462,13 +462,13 @@ TEST_SUITE("gpu") {
           lk[size_t(b)] = 128 * (b % 12) + 1 + (b * 37) % 128;  // 1..12 key blocks
           lq[size_t(b)] = b % 3 ? lk[size_t(b)] : 1 + (b * 53) % 400;
         }
-        lk[0] = 4000;  // a mean Lk above the limit, so the default peels
+        lk[0] = 4000;  // a mean Lk above the limit, so the default takes the switch
         p.cu_seqlens_q = offsets_from_lengths(lq);
         p.cu_seqlens_k = offsets_from_lengths(lk);
-        REQUIRE(p.total_k() >= int64_t(sm90::kFwdPeelMinMeanLenK) * p.batch());
+        REQUIRE(p.total_k() >= int64_t(sm90::kFwdWholeBatchMinMeanLenK) * p.batch());
         DeviceProblem dp(p, make_inputs(p, 132, false), false);
         Sm90Options without;
-        without.fwd_flags_drop = sm90::kFwdPeelFirstStep;
+        without.fwd_flags_drop = sm90::kFwdWholeBatchBranch;
         CAPTURE(int(mask));
         CAPTURE(d);
         check_same_forward_bits(Sm90Options{}, without, p, dp, ctx);

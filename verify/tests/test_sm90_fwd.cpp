@@ -196,43 +196,51 @@ TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdS
   CHECK((flags_for(limit - 100, limit + 101, explicit_flags) & kFwdSkipEmptyHalf) != 0);
 }
 
-TEST_CASE("sm90 forward peels a tile's first step by default only from kFwdPeelMinMeanLenK") {
+TEST_CASE("sm90 forward branches before the GEMM batch by default only from kFwdWholeBatchMinMeanLenK") {
   using namespace sm90;
-  const int limit = kFwdPeelMinMeanLenK;
+  const int limit = kFwdWholeBatchMinMeanLenK;
   auto flags_for = fwd_flags_for_lengths;
   const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
   const int below = flags_for(limit - 100, limit + 99, Sm90Options{});      // just below it
-  CHECK((at_limit & kFwdPeelFirstStep) != 0);
-  CHECK((below & kFwdPeelFirstStep) == 0);
-  CHECK((at_limit & ~kFwdPeelFirstStep) == (below & ~kFwdPeelFirstStep));  // nothing else differs
+  CHECK((at_limit & kFwdWholeBatchBranch) != 0);
+  CHECK((below & kFwdWholeBatchBranch) == 0);
+  CHECK((at_limit & ~kFwdWholeBatchBranch) == (below & ~kFwdWholeBatchBranch));  // nothing else differs
   Sm90Options off;  // the ablation drops the switch and keeps the other rules
-  off.fwd_flags_drop = kFwdPeelFirstStep;
-  CHECK(flags_for(limit - 100, limit + 100, off) == (at_limit & ~kFwdPeelFirstStep));
-  Sm90Options three;  // the three-warpgroup consumer has no step loop to peel
-  three.fwd_flags = kFwdThreeConsumers | kFwdPeelFirstStep | kFwdKvReuse;
-  CHECK((flags_for(limit, limit, three) & kFwdPeelFirstStep) == 0);
+  off.fwd_flags_drop = kFwdWholeBatchBranch;
+  CHECK(flags_for(limit - 100, limit + 100, off) == (at_limit & ~kFwdWholeBatchBranch));
+  Sm90Options three;  // the three-warpgroup consumer has no such branch
+  three.fwd_flags = kFwdThreeConsumers | kFwdWholeBatchBranch | kFwdKvReuse;
+  CHECK((flags_for(limit, limit, three) & kFwdWholeBatchBranch) == 0);
 }
 
-TEST_CASE("sm90 forward with the peeled first step: no serialized wgmma, few local accesses") {
-  // The long-key default (kFwdPeelFirstStep). ptxas serializes every wgmma (C7514: a WARPGROUP.DEPBAR
-  // after each HGMMA) if the last PV's accumulate flag is a compile-time constant (gdpa_fwd.cu); the
-  // peeled pair costs a few tile-level scalars in local memory (29 LDL / STL instructions at
-  // fast_gelu, none of them in the step loop), never a fragment register.
+TEST_CASE("sm90 forward branching before the GEMM batch: no arrive inside it, nothing serialized") {
+  // The default from a mean Lk of 384 (kFwdWholeBatchBranch) against the same kernel without it.
+  // Without it, ptxas closes each step's branchy PV with an extra HGMMA.64x8 (and fences between
+  // QK^T and PV); with it, only the finish's keeps its (it must: gdpa_fwd.cu). Neither may
+  // serialize the wgmmas (C7514: a WARPGROUP.DEPBAR after every HGMMA) or use local memory.
   ProblemDesc p;
   p.dtype = kBF16;
   p.head_dim = 128;
   p.activation = kFastGelu;
   p.cu_seqlens_q = p.cu_seqlens_k = {0, 2048};
-  const std::vector<KernelSource> srcs = sm90_kernel_sources(p, Sm90Options{}, false);
-  REQUIRE(srcs.size() == 1);
-  CAPTURE(srcs[0].name_expression);
-  const std::string& name = srcs[0].name_expression;
-  REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kFwdPeelFirstStep) != 0);
-  const std::string sass = disassemble(compile_kernel(srcs[0], 90).cubin);
-  REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
-  CHECK(count_of(sass, "HGMMA.64x128x16") >= 64);
-  CHECK(count_of(sass, "WARPGROUP.DEPBAR") <= 24);
-  CHECK(count_of(sass, "LDL") + count_of(sass, "STL") <= 32);
+  Sm90Options off;
+  off.fwd_flags_drop = sm90::kFwdWholeBatchBranch;
+  std::string sass[2];
+  for (int with : {0, 1}) {
+    const std::vector<KernelSource> srcs = sm90_kernel_sources(p, with ? Sm90Options{} : off, false);
+    REQUIRE(srcs.size() == 1);
+    CAPTURE(srcs[0].name_expression);
+    const std::string& name = srcs[0].name_expression;
+    REQUIRE(((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kFwdWholeBatchBranch) != 0) == (with == 1));
+    sass[with] = disassemble(compile_kernel(srcs[0], 90).cubin);
+    REQUIRE_MESSAGE(!sass[with].empty(), "cuobjdump is needed for this test (make test installs it)");
+    CHECK(count_of(sass[with], "HGMMA.64x128x16") >= 64);
+    CHECK(count_of(sass[with], "WARPGROUP.DEPBAR") <= 24);
+    CHECK(count_of(sass[with], "LDL") + count_of(sass[with], "STL") == 0);
+  }
+  CHECK(count_of(sass[1], "HGMMA.64x8x16") <= 2);
+  CHECK(count_of(sass[1], "HGMMA.64x8x16") < count_of(sass[0], "HGMMA.64x8x16"));
+  CHECK(count_of(sass[1], "WARPGROUP.ARRIVE") < count_of(sass[0], "WARPGROUP.ARRIVE"));
 }
 
 TEST_CASE("sm90 forward loads only the 64-row halves of a tile that hold its rows") {
