@@ -483,13 +483,16 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     };
 
     // ---- last PV; with outer pipelining the next tile's first QK^T rides in the same turn ----
-    auto finish = [&](unsigned (&p_last)[BN / 4], bool acc) {
+    auto finish = [&](unsigned (&p_last)[BN / 4]) {
       const int vj = kvb + nblocks - 1;
       const bool prefetch = kOuter && have_next && !nxt.empty();
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
       wait_last_turn();
+      // The accumulate flag stays a run-time choice inside the batch here (a branch between two PV
+      // sequences after the fence): in any form that fixes it before the fence, ptxas flags the
+      // epilogue's reads of O (under the next tile's QK^T) and serializes every wgmma (C7514).
       ptx::wgmma_fence();
-      issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), acc);
+      issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
       ptx::wgmma_commit();
       if (prefetch) {
         issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
@@ -521,15 +524,12 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       step(j, p_a, p_b, j > 1);
       step(j + 1, p_b, p_a, true);
     }
-    // The last PV's accumulate flag stays a run-time choice inside the batch (a branch between two
-    // PV sequences after the fence): in any form that fixes it before the fence, ptxas flags the
-    // epilogue's reads of O (under the next tile's QK^T) and serializes every wgmma (C7514).
     bool prefetched;
     if (j < nblocks) {
       step(j, p_a, p_b, j > 1);
-      prefetched = finish(p_b, nblocks > 1);
+      prefetched = finish(p_b);
     } else {
-      prefetched = finish(p_a, nblocks > 1);
+      prefetched = finish(p_a);
     }
 
     if (fresh) kv_count += nblocks;
