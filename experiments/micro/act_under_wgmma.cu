@@ -2,33 +2,32 @@
 // on the same SM partitions? The forward's profile (experiments/PERF_NOTES.md, seventeenth session)
 // showed the activation's FFMAs and FMULs held by "dispatch" stalls while the other consumer
 // warpgroup issues and runs its GEMMs. Here one warpgroup runs the forward's activation of a step
-// (64 scores per thread, fast_gelu's 2f form, bf16 pack) in a loop and times it, while the other
-// warpgroup of the CTA (one warp on each partition, like the kernel's) either idles, or issues
-// m64n128k16 wgmmas with both operands in shared memory (QK^T's form), or with A from registers
-// (PV's form), or both in turn, back to back. Shared memory holds zeros: only timing matters.
+// (64 scores per thread, fast_gelu's 2f form and the bf16 pack, as the kernel computes them) in a loop
+// and times it, while the other warpgroup of the CTA (one warp on each partition, like the
+// kernel's) either idles, or issues m64n128k16 wgmmas with both operands in shared memory (QK^T's
+// form), or with A from registers (PV's form), or both in turn, back to back. Shared memory holds
+// zeros: only timing matters.
 // Seventeenth session, H200, two runs (cycles per 64-score step of the activation warpgroup): idle
 // 628-630; next to SS wgmmas 984-1067; RS 981-1127; SS and RS in turn 1087-1107; SS at half the
 // width 941 (that warpgroup then ends its fixed batch count sooner, so part of the loop runs alone).
 // Build and run on an sm_90 GPU, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -o act_under_wgmma \
 //     experiments/micro/act_under_wgmma.cu && ./act_under_wgmma
-#include <cstdio>
-#include <cuda_runtime.h>
-
+#include "experiments/micro/micro_ops.cuh"
 #include "ptx/smem_desc.h"
 #include "ptx/wgmma.cuh"
 
 using namespace gdpa;
 
-__device__ __forceinline__ float tanh_approx(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ unsigned pack_bf16(float a, float b) {
-  unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
-  return r;
+// One batch of the eight k16 wgmmas of a 64 x N x 128 product with both operands in shared memory
+// (QK^T's form), committed as one group.
+template <int N>
+__device__ __forceinline__ void ss_batch(float (&acc)[N / 2], const WgmmaDescBase& a, const WgmmaDescBase& b) {
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks)
+    ptx::Wgmma<N, kBF16>::template ss<1, 0, 0>(acc, a.at(sw128_kmajor_step(64, ks)), b.at(sw128_kmajor_step(128, ks)));
+  ptx::wgmma_commit();
 }
 
 // mode 0: the GEMM warpgroup idles; 1: SS wgmmas; 2: RS wgmmas; 3: a batch of each in turn (the
@@ -62,20 +61,8 @@ __global__ void __launch_bounds__(256, 1) bench(int mode, int act_iters, const f
     for (int n = 0; n < batches; ++n) {
       // The branch before the fence, each side a whole batch with its own commit (a branch inside
       // the batch makes ptxas fence between the wgmmas: kernels/sm90/fwd_config.h kFwdWholeBatchBranch).
-      if (mode == 4) {  // the same number of wgmmas at half the width: half the tensor work
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < 8; ++ks)
-          ptx::Wgmma<64, kBF16>::ss<1, 0, 0>(acc_half, qa.at(sw128_kmajor_step(64, ks)), kb.at(sw128_kmajor_step(128, ks)));
-        ptx::wgmma_commit();
-      }
-      if (mode == 1 || mode == 3) {
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < 8; ++ks)
-          ptx::Wgmma<128, kBF16>::ss<1, 0, 0>(acc, qa.at(sw128_kmajor_step(64, ks)), kb.at(sw128_kmajor_step(128, ks)));
-        ptx::wgmma_commit();
-      }
+      if (mode == 4) ss_batch<64>(acc_half, qa, kb);  // as many wgmmas at half the width: half the work
+      if (mode == 1 || mode == 3) ss_batch<128>(acc, qa, kb);
       if (mode == 2 || mode == 3) {
         ptx::wgmma_fence();
 #pragma unroll
@@ -110,9 +97,8 @@ __global__ void __launch_bounds__(256, 1) bench(int mode, int act_iters, const f
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const float x0 = sc[2 * i], x1 = sc[2 * i + 1];
-      const float z0 = x0 * fmaf(0.0356774081f, x0 * x0, 0.7978845608f);
-      const float z1 = x1 * fmaf(0.0356774081f, x1 * x1, 0.7978845608f);
-      p[i] = pack_bf16(fmaf(x0, tanh_approx(z0), x0), fmaf(x1, tanh_approx(z1), x1));
+      const float z0 = gelu_tanh_arg(x0), z1 = gelu_tanh_arg(x1);
+      p[i] = pack_bf16x2(gelu_twice_f_from_t(x0, mufu_tanh(z0)), gelu_twice_f_from_t(x1, mufu_tanh(z1)));
     }
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc_bits ^= p[i];
@@ -126,33 +112,22 @@ __global__ void __launch_bounds__(256, 1) bench(int mode, int act_iters, const f
 
 int main() {
   const int blocks = 132, iters = 4000;
-  float* in;
+  const float* in = device_scores(64 * 128 * blocks);
   unsigned* out;
   long long* cyc;
-  cudaMalloc(&in, sizeof(float) * 64 * 128 * blocks);
-  cudaMalloc(&out, sizeof(unsigned) * 128 * blocks);
-  cudaMalloc(&cyc, sizeof(long long) * 4 * blocks);
-  float* h = new float[64 * 128 * blocks];
-  unsigned x = 1;
-  for (int i = 0; i < 64 * 128 * blocks; ++i) {
-    x = x * 1664525u + 1013904223u;
-    h[i] = ((x >> 8) / 16777216.0f - 0.5f) * 6.0f;
-  }
-  cudaMemcpy(in, h, sizeof(float) * 64 * 128 * blocks, cudaMemcpyHostToDevice);
+  cuda_check(cudaMalloc(&out, sizeof(unsigned) * 128 * blocks), "cudaMalloc");
+  cuda_check(cudaMalloc(&cyc, sizeof(long long) * 4 * blocks), "cudaMalloc");
   const int smem_bytes = 65 * 1024;
-  cudaFuncSetAttribute(bench, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  cuda_check(cudaFuncSetAttribute(bench, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
+             "cudaFuncSetAttribute");
   const char* names[] = {"GEMM warpgroup idle", "GEMM warpgroup issuing SS wgmmas (QK^T form)",
                          "GEMM warpgroup issuing RS wgmmas (PV form)", "GEMM warpgroup issuing SS + RS in turn",
                          "GEMM warpgroup issuing SS m64n64k16 (half the work)"};
   long long hc[4 * 132];
   for (int mode = 0; mode < 5; ++mode) {
     for (int rep = 0; rep < 2; ++rep) bench<<<blocks, 256, smem_bytes>>>(mode, iters, in, out, cyc);
-    const cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) {
-      std::printf("error: %s\n", cudaGetErrorString(e));
-      return 1;
-    }
-    cudaMemcpy(hc, cyc, sizeof(hc), cudaMemcpyDeviceToHost);
+    wait_for_kernels();
+    cuda_check(cudaMemcpy(hc, cyc, sizeof(hc), cudaMemcpyDeviceToHost), "cudaMemcpy");
     double sum = 0;
     for (int i = 0; i < 4 * blocks; ++i) sum += double(hc[i]);
     std::printf("%-46s activation: %.0f cycles per 64-score step (mean over warps)\n", names[mode],
