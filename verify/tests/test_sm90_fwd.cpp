@@ -182,15 +182,21 @@ static int fwd_flags_for_lengths(int len_a, int len_b, const Sm90Options& opt) {
   return std::stoi(name.substr(name.rfind(',') + 1));
 }
 
+// A mean-Lk rule of the default, seen from its two sides: `bit` set in the flags of the side where
+// the rule turns it on, clear in the other's, and no other bit different.
+static void check_only_bit_differs(int bit, int flags_on, int flags_off) {
+  CHECK((flags_on & bit) != 0);
+  CHECK((flags_off & bit) == 0);
+  CHECK((flags_on & ~bit) == (flags_off & ~bit));
+}
+
 TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdSkipEmptyMaxMeanLenK") {
   using namespace sm90;
   const int limit = kFwdSkipEmptyMaxMeanLenK;
   auto flags_for = fwd_flags_for_lengths;
   const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
   const int above = flags_for(limit - 100, limit + 101, Sm90Options{});     // just above it
-  CHECK((at_limit & kFwdSkipEmptyHalf) != 0);
-  CHECK((above & kFwdSkipEmptyHalf) == 0);
-  CHECK((at_limit & ~kFwdSkipEmptyHalf) == (above & ~kFwdSkipEmptyHalf));  // nothing else differs
+  check_only_bit_differs(kFwdSkipEmptyHalf, at_limit, above);
   Sm90Options explicit_flags;  // explicit flags are used as given
   explicit_flags.fwd_flags = kFwdDefaultFlags;
   CHECK((flags_for(limit - 100, limit + 101, explicit_flags) & kFwdSkipEmptyHalf) != 0);
@@ -202,9 +208,7 @@ TEST_CASE("sm90 forward branches before the GEMM batch by default only from kFwd
   auto flags_for = fwd_flags_for_lengths;
   const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
   const int below = flags_for(limit - 100, limit + 99, Sm90Options{});      // just below it
-  CHECK((at_limit & kFwdWholeBatchBranch) != 0);
-  CHECK((below & kFwdWholeBatchBranch) == 0);
-  CHECK((at_limit & ~kFwdWholeBatchBranch) == (below & ~kFwdWholeBatchBranch));  // nothing else differs
+  check_only_bit_differs(kFwdWholeBatchBranch, at_limit, below);
   Sm90Options off;  // the ablation drops the switch and keeps the other rules
   off.fwd_flags_drop = kFwdWholeBatchBranch;
   CHECK(flags_for(limit - 100, limit + 100, off) == (at_limit & ~kFwdWholeBatchBranch));
