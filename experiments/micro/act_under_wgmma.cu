@@ -1,15 +1,21 @@
 // act_under_wgmma.cu — does a warpgroup's wgmma traffic slow another warpgroup's FP32 / MUFU work
 // on the same SM partitions? The forward's profile (experiments/PERF_NOTES.md, seventeenth session)
 // showed the activation's FFMAs and FMULs held by "dispatch" stalls while the other consumer
-// warpgroup issues and runs its GEMMs. Here one warpgroup runs the forward's activation of a step
-// (64 scores per thread, fast_gelu's 2f form and the bf16 pack, as the kernel computes them) in a loop
-// and times it, while the other warpgroup of the CTA (one warp on each partition, like the
-// kernel's) either idles, or issues m64n128k16 wgmmas with both operands in shared memory (QK^T's
-// form), or with A from registers (PV's form), or both in turn, back to back. Shared memory holds
-// zeros: only timing matters.
-// Seventeenth session, H200, two runs (cycles per 64-score step of the activation warpgroup): idle
-// 628-630; next to SS wgmmas 984-1067; RS 981-1127; SS and RS in turn 1087-1107; SS at half the
-// width 941 (that warpgroup then ends its fixed batch count sooner, so part of the loop runs alone).
+// warpgroup issues and runs its GEMMs. Here one warpgroup runs a step's activation (64 scores per
+// thread: fast_gelu's 2f form and the bf16 pack as the kernel computes them, or only its FP32 part,
+// or only its tanh, or fast_gelu with its MUFUs forced to interleave with the FP32 work) in a loop and
+// times it, while the other warpgroup of the CTA (one warp on each partition, like the kernel's)
+// idles or issues wgmmas back to back: m64n128k16 with both operands in shared memory (QK^T's
+// form), with A from registers (PV's form), both in turn, or SS at N = 64 / 8 / 256 (as many
+// instructions for 1/2, 1/16 or 2x the tensor work). Shared memory holds zeros: only timing matters.
+// Eighteenth session, H200, two identical runs (cycles per step; results/micro-act-under-wgmma-*):
+//   fast_gelu: alone 675; next to N = 8 908, N = 64 1208, N = 128 SS 1222 / RS 1272, N = 256 1244
+//   FP32 part only: alone 488; next to the wgmmas 597-698
+//   tanh only: alone 693; next to the wgmmas 859-983
+//   fast_gelu, MUFUs interleaved by a dependency chain: alone 659-709; next to the wgmmas 1279-1424
+// Each part alone slows 1.2-1.4x, the mix 1.8x; the loss grows with the other warpgroup's tensor
+// work up to half the kernel's width, and about 40 % of it comes with the instructions alone (N = 8);
+// ptxas's breadth-first order (all tanh arguments first) is not the cause.
 // Build and run on an sm_90 GPU, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -o act_under_wgmma \
 //     experiments/micro/act_under_wgmma.cu && ./act_under_wgmma
@@ -30,59 +36,114 @@ __device__ __forceinline__ void ss_batch(float (&acc)[N / 2], const WgmmaDescBas
   ptx::wgmma_commit();
 }
 
-// mode 0: the GEMM warpgroup idles; 1: SS wgmmas; 2: RS wgmmas; 3: a batch of each in turn (the
+// Q at 0, K / V at 16 KB (m64n256k16 reads 256 rows of it), 1 KB spare for the 1024-byte alignment.
+constexpr int kSmemBytes = 100 * 1024;
+
+// m64n8k16 with both operands in shared memory: as many wgmma instructions as m64n128k16, a
+// sixteenth of the tensor work (no wrapper in ptx/wgmma.cuh: the kernels never use N = 8).
+__device__ __forceinline__ void ss_batch_n8(float (&acc)[4], const WgmmaDescBase& a, const WgmmaDescBase& b) {
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    const unsigned long long da = a.at(sw128_kmajor_step(64, ks)), db = b.at(sw128_kmajor_step(128, ks));
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, 1, 1, 1, 0, 0;"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+        : "l"(da), "l"(db));
+  }
+  ptx::wgmma_commit();
+}
+
+// What the activation warpgroup computes per step, 64 scores per thread:
+// kind 0: fast_gelu's 2f form and the pack, as the forward (one MUFU.TANH and four FP32 ops a score);
+// kind 1: the same with the tanh replaced by one FFMA (FP32 pipe only, as many instructions);
+// kind 2: the tanh alone, and the pack (the MUFU with little FP32 work around it).
+template <int KIND>
+__device__ __forceinline__ float act_score(float x) {
+  if constexpr (KIND == 0) return gelu_twice_f(x);
+  if constexpr (KIND == 1) return gelu_twice_f_from_t(x, fmaf(gelu_tanh_arg(x), 0.25f, 0.5f));
+  return mufu_tanh(x);
+}
+
+// The GEMM warpgroup. MODE 0: idles; 1: SS wgmmas; 2: RS wgmmas; 3: a batch of each in turn (the
 // kernel's turn: QK^T then PV); 4: SS wgmmas of half the width (as many instructions, half the
-// tensor work). Per CTA: one activation timing.
-__global__ void __launch_bounds__(256, 1) bench(int mode, int act_iters, const float* in, unsigned* out,
-                                                long long* cycles) {
+// tensor work); 5: SS m64n8k16 (as many instructions, a sixteenth of the work); 6: SS m64n256k16
+// (as many instructions, twice the work per instruction). A template argument, so that each
+// instantiation holds only its own accumulator (all of them at once made ptxas serialize the wgmmas).
+template <int MODE>
+__device__ __forceinline__ void gemm_role(unsigned base, int act_iters, unsigned* out) {
+  constexpr int kAccRegs = MODE == 4 ? 32 : MODE == 5 ? 4 : MODE == 6 ? 128 : 64;
+  float acc[kAccRegs];
+#pragma unroll
+  for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.0f;
+  unsigned a_regs[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) a_regs[i] = 0;
+  const WgmmaDescBase qa = sw128_kmajor_base(base);               // 64 x 128, K-major
+  const WgmmaDescBase kb = sw128_kmajor_base(base + 16384);       // 128 (or 256) x 128, K-major
+  const WgmmaDescBase vb = sw128_mnmajor_base(base + 16384, 128);  // 128 x 128, N-major
+  // A fixed count that outlasts the activation loop in every mode (the narrow wgmmas' batches are
+  // short: a count fitted to m64n128k16 let them finish early, and the activation then ran partly
+  // alone); wgmma is .aligned, so the four warps must run the same number of batches (a per-warp
+  // look at a flag would let one leave early). Only the activation's own loop is timed.
+  const int batches = 32 * act_iters / 3;
+  for (int n = 0; n < batches; ++n) {
+    if constexpr (MODE == 4) ss_batch<64>(acc, qa, kb);  // as many wgmmas at half the width: half the work
+    if constexpr (MODE == 5) ss_batch_n8(acc, qa, kb);
+    if constexpr (MODE == 6) ss_batch<256>(acc, qa, kb);
+    if constexpr (MODE == 1 || MODE == 3) ss_batch<128>(acc, qa, kb);
+    if constexpr (MODE == 2 || MODE == 3) {
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        const unsigned a[4] = {a_regs[4 * kk], a_regs[4 * kk + 1], a_regs[4 * kk + 2], a_regs[4 * kk + 3]};
+        ptx::Wgmma<128, kBF16>::rs<1, 1>(acc, a, vb.at(sw128_mnmajor_step(kk)));
+      }
+      ptx::wgmma_commit();
+    }
+    ptx::wgmma_wait<1>();
+  }
+  ptx::wgmma_wait<0>();
+  ptx::fence_operand(acc);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kAccRegs; ++i) s += acc[i];
+  if (s == 12345.0f) out[0] = 1;  // keep the GEMMs
+}
+
+// One CTA: the GEMM warpgroup (threads 0-127) runs gemm_role<MODE>, the activation warpgroup times
+// act_iters steps of activation KIND. Per CTA: one activation timing per warp.
+// kinds 3 / 4: fast_gelu, with the first score of each group of 8 / 16 made to depend on the first
+// tanh of the group before: its bits OR (that tanh's bits AND zero), one LOP3, x unchanged (`zero`
+// is a kernel argument, 0, which ptxas cannot fold). ptxas can then not compute every tanh argument
+// first (its breadth-first order): a group's arguments wait for the previous group's first MUFU,
+// so FP32 work and MUFUs interleave.
+template <int GROUP>
+__device__ __forceinline__ void act_chained(const float (&sc)[64], unsigned (&p)[32], unsigned zero) {
+  unsigned prev = 0;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    float x0 = sc[2 * i];
+    const float x1 = sc[2 * i + 1];
+    const bool first = (2 * i) % GROUP == 0;
+    if (first && i > 0) x0 = __uint_as_float(__float_as_uint(x0) | (prev & zero));
+    const float t0 = mufu_tanh(gelu_tanh_arg(x0)), t1 = mufu_tanh(gelu_tanh_arg(x1));
+    if (first) prev = __float_as_uint(t0);
+    p[i] = pack_bf16x2(gelu_twice_f_from_t(x0, t0), gelu_twice_f_from_t(x1, t1));
+  }
+}
+
+template <int KIND, int MODE>
+__global__ void __launch_bounds__(256, 1) bench(int act_iters, const float* in, unsigned* out, long long* cycles,
+                                                unsigned zero) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tid = threadIdx.x;
-  for (int i = tid; i < 65 * 1024 / 4; i += 256) reinterpret_cast<unsigned*>(smem)[i] = 0;
+  for (int i = tid; i < kSmemBytes / 4; i += 256) reinterpret_cast<unsigned*>(smem)[i] = 0;
   __syncthreads();
   // The 128-byte swizzle needs 1024-byte aligned tiles: round up inside the buffer (1 KB spare).
   const unsigned base = (static_cast<unsigned>(__cvta_generic_to_shared(smem)) + 1023u) & ~1023u;
-  if (tid < 128) {  // the GEMM warpgroup
-    if (mode == 0) return;
-    float acc[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-    float acc_half[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) acc_half[i] = 0.0f;
-    unsigned a_regs[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) a_regs[i] = 0;
-    const WgmmaDescBase qa = sw128_kmajor_base(base);               // 64 x 128, K-major
-    const WgmmaDescBase kb = sw128_kmajor_base(base + 16384);       // 128 x 128, K-major
-    const WgmmaDescBase vb = sw128_mnmajor_base(base + 16384, 128);  // 128 x 128, N-major
-    // A fixed count that outlasts the activation loop: wgmma is .aligned, so the four warps must
-    // run the same number of batches (a per-warp look at a flag would let one leave early).
-    const int batches = mode == 3 ? 4 * act_iters / 3 : 8 * act_iters / 3;
-    for (int n = 0; n < batches; ++n) {
-      // The branch before the fence, each side a whole batch with its own commit (a branch inside
-      // the batch makes ptxas fence between the wgmmas: kernels/sm90/fwd_config.h kFwdWholeBatchBranch).
-      if (mode == 4) ss_batch<64>(acc_half, qa, kb);  // as many wgmmas at half the width: half the work
-      if (mode == 1 || mode == 3) ss_batch<128>(acc, qa, kb);
-      if (mode == 2 || mode == 3) {
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-          const unsigned a[4] = {a_regs[4 * kk], a_regs[4 * kk + 1], a_regs[4 * kk + 2], a_regs[4 * kk + 3]};
-          ptx::Wgmma<128, kBF16>::rs<1, 1>(acc, a, vb.at(sw128_mnmajor_step(kk)));
-        }
-        ptx::wgmma_commit();
-      }
-      ptx::wgmma_wait<1>();
-    }
-    ptx::wgmma_wait<0>();
-    ptx::fence_operand(acc);
-    ptx::fence_operand(acc_half);
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 64; ++i) s += acc[i];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) s += acc_half[i];
-    if (s == 12345.0f) out[0] = 1;  // keep the GEMMs
+  if (tid < 128) {
+    if constexpr (MODE != 0) gemm_role<MODE>(base, act_iters, out);
     return;
   }
   // The activation warpgroup: 64 scores per thread, as one consumer thread of the forward holds.
@@ -94,11 +155,11 @@ __global__ void __launch_bounds__(256, 1) bench(int mode, int act_iters, const f
   const long long t0 = clock64();
   for (int it = 0; it < act_iters; ++it) {
     unsigned p[32];
+    if constexpr (KIND >= 3) {
+      act_chained<KIND == 3 ? 8 : 16>(sc, p, zero);
+    } else {
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const float x0 = sc[2 * i], x1 = sc[2 * i + 1];
-      const float z0 = gelu_tanh_arg(x0), z1 = gelu_tanh_arg(x1);
-      p[i] = pack_bf16x2(gelu_twice_f_from_t(x0, mufu_tanh(z0)), gelu_twice_f_from_t(x1, mufu_tanh(z1)));
+      for (int i = 0; i < 32; ++i) p[i] = pack_bf16x2(act_score<KIND>(sc[2 * i]), act_score<KIND>(sc[2 * i + 1]));
     }
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc_bits ^= p[i];
@@ -117,21 +178,31 @@ int main() {
   long long* cyc;
   cuda_check(cudaMalloc(&out, sizeof(unsigned) * 128 * blocks), "cudaMalloc");
   cuda_check(cudaMalloc(&cyc, sizeof(long long) * 4 * blocks), "cudaMalloc");
-  const int smem_bytes = 65 * 1024;
-  cuda_check(cudaFuncSetAttribute(bench, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
-             "cudaFuncSetAttribute");
-  const char* names[] = {"GEMM warpgroup idle", "GEMM warpgroup issuing SS wgmmas (QK^T form)",
-                         "GEMM warpgroup issuing RS wgmmas (PV form)", "GEMM warpgroup issuing SS + RS in turn",
-                         "GEMM warpgroup issuing SS m64n64k16 (half the work)"};
+  using Bench = void (*)(int, const float*, unsigned*, long long*, unsigned);
+  const Bench kernels[5][7] = {
+      {bench<0, 0>, bench<0, 1>, bench<0, 2>, bench<0, 3>, bench<0, 4>, bench<0, 5>, bench<0, 6>},
+      {bench<1, 0>, bench<1, 1>, bench<1, 2>, bench<1, 3>, bench<1, 4>, bench<1, 5>, bench<1, 6>},
+      {bench<2, 0>, bench<2, 1>, bench<2, 2>, bench<2, 3>, bench<2, 4>, bench<2, 5>, bench<2, 6>},
+      {bench<3, 0>, bench<3, 1>, bench<3, 2>, bench<3, 3>, bench<3, 4>, bench<3, 5>, bench<3, 6>},
+      {bench<4, 0>, bench<4, 1>, bench<4, 2>, bench<4, 3>, bench<4, 4>, bench<4, 5>, bench<4, 6>}};
+  const char* kinds[] = {"fast_gelu (MUFU + FP32)", "FP32 only (tanh -> FFMA)", "tanh only (MUFU)",
+                         "fast_gelu, chained by 8", "fast_gelu, chained by 16"};
+  const char* names[] = {"idle", "SS m64n128k16", "RS m64n128k16", "SS + RS in turn", "SS m64n64k16 (1/2 work)",
+                         "SS m64n8k16 (1/16 work)", "SS m64n256k16 (2x work)"};
   long long hc[4 * 132];
-  for (int mode = 0; mode < 5; ++mode) {
-    for (int rep = 0; rep < 2; ++rep) bench<<<blocks, 256, smem_bytes>>>(mode, iters, in, out, cyc);
-    wait_for_kernels();
-    cuda_check(cudaMemcpy(hc, cyc, sizeof(hc), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    double sum = 0;
-    for (int i = 0; i < 4 * blocks; ++i) sum += double(hc[i]);
-    std::printf("%-46s activation: %.0f cycles per 64-score step (mean over warps)\n", names[mode],
-                sum / (4.0 * blocks) / iters);
+  std::printf("activation cycles per 64-score step (mean over warps), by what the other warpgroup issues\n");
+  for (int kind = 0; kind < 5; ++kind) {
+    for (int mode = 0; mode < 7; ++mode) {
+      const Bench k = kernels[kind][mode];
+      cuda_check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes),
+                 "cudaFuncSetAttribute");
+      for (int rep = 0; rep < 2; ++rep) k<<<blocks, 256, kSmemBytes>>>(iters, in, out, cyc, 0u);
+      wait_for_kernels();
+      cuda_check(cudaMemcpy(hc, cyc, sizeof(hc), cudaMemcpyDeviceToHost), "cudaMemcpy");
+      double sum = 0;
+      for (int i = 0; i < 4 * blocks; ++i) sum += double(hc[i]);
+      std::printf("%-26s next to %-26s %6.0f\n", kinds[kind], names[mode], sum / (4.0 * blocks) / iters);
+    }
   }
   return 0;
 }
