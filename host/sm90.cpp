@@ -9,6 +9,7 @@
 #include "../kernels/common/masks.cuh"
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/fwd_config.h"
+#include "../kernels/sm90/jagged_window.h"
 #include "device_problem.h"
 #include "sm90_bwd.h"
 #include "tensor_map.h"
@@ -127,6 +128,7 @@ class Sm90Kernel final : public AttentionKernel {
     const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, flags);
     records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
     if (!records.empty()) records_.upload(records);
+    zeros_ = zero_rows_buffer();
     smem_ = size_t(sm90::fwd_smem_request(p.head_dim, flags));
     threads_ = sm90::fwd_threads(flags);
     if (flags & sm90::kFwdTrace)
@@ -146,13 +148,19 @@ class Sm90Kernel final : public AttentionKernel {
     require_16_byte_aligned(t, false, "sm90 forward");
     const ProblemDesc& p = desc_;
     // Encoding a descriptor is host-only work (no device call) and costs about a microsecond.
-    // Q, K and V in boxes of kFwdLoadRows rows: the kernel loads only the halves a tile reads.
-    CUtensorMap tm_q = make_tensor_map_3d(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, sm90::kFwdLoadRows);
-    CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kFwdLoadRows);
-    CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kFwdLoadRows);
+    // Q, K and V in boxes of kFwdLoadRows rows, through the jagged view: rows past a sequence's
+    // end arrive as zeros (kernels/sm90/jagged_load.cuh says why).
+    const int wq = sm90::jagged_window(p.max_len_q()), wk = sm90::jagged_window(p.max_len_k());
+    const int box = sm90::kFwdLoadRows;
+    CUtensorMap tm_q = make_tensor_map_jagged(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, wq, box);
+    CUtensorMap tm_k = make_tensor_map_jagged(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, box);
+    CUtensorMap tm_v = make_tensor_map_jagged(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, box);
     // O is stored 64 rows (one consumer warpgroup's block) x 64 columns at a time (gdpa_fwd.cu).
     CUtensorMap tm_o = make_tensor_map_3d(t.out, p.dtype, p.total_q(), p.heads_q, p.head_dim, 64);
     GdpaParams params = make_params(p, t);
+    params.load_window_q = wq;
+    params.load_window_k = wk;
+    params.zero_rows = zeros_.vptr();
     params.num_tiles = num_tiles_;  // the kernel reads the tile records, not params.tiles
     params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
     params.tile_records = reinterpret_cast<const void*>(records_.ptr());
@@ -176,7 +184,7 @@ class Sm90Kernel final : public AttentionKernel {
   ProblemDesc desc_;
   int sms_ = 0;
   std::unique_ptr<Module> fwd_module_;
-  DeviceBuffer cta_begin_, records_;
+  DeviceBuffer cta_begin_, records_, zeros_;
   int num_tiles_ = 0, ctas_ = 0, threads_ = 0;
   size_t smem_ = 0;
   TraceBuffer trace_;  // kFwdTrace only

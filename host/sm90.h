@@ -53,8 +53,10 @@ int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, b
 // What the sm90 forward moves between L2 and the SMs for problem p under its default schedule
 // (zigzag on `num_sms` SMs), next to the least any kernel must (Q, K, V read once, O written once;
 // the benchmark's byte count). Q is loaded per query tile and K, V per visited key block, in boxes
-// of `load_rows` rows covering the rows a tile or block holds (the kernel: kFwdLoadRows; 128 gives
-// whole tiles); with `kv_reuse` the tiles that keep the previous tile's K/V resident load none. O
+// of `load_rows` rows covering the rows a tile or block holds (128 gives whole tiles; 1 models the
+// kernel's jagged maps, whose rows past a sequence's end are zero-filled without an L2 read, so only
+// the rows the tile holds move); with `kv_reuse` the tiles that keep the previous tile's K/V
+// resident load none. O
 // counts its valid rows. These are the SM side's requests to L2, the busiest unit of the forward
 // at L = 256 (ncu); DRAM fills and write-backs come on top.
 struct Sm90ForwardTraffic {

@@ -19,6 +19,7 @@
 
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/bwd_config.h"
+#include "../kernels/sm90/jagged_window.h"
 #include "device_problem.h"
 #include "tensor_map.h"
 #include "trace_buffer.h"
@@ -186,6 +187,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     slots_ = sm90::dq_num_slots(p.total_q(), p.batch());
     const size_t acc_floats = pair_ ? 0 : size_t(slots_) * size_t(p.heads_q) * size_t(p.head_dim) * sm90::kBwdBlockM;
     accum_ = DeviceBuffer(std::max<size_t>(16, acc_floats * sizeof(float)));
+    zeros_ = zero_rows_buffer();
     semaphores_ = DeviceBuffer(opt_.deterministic && !pair_ ? std::max<size_t>(16, size_t(slots_) * p.heads_q * sizeof(int)) : 16);
     if (flags & sm90::kBwdTrace)
       trace_ = TraceBuffer(opt_.bwd_trace.empty() ? std::string(kDefaultBwdTracePath) : opt_.bwd_trace,
@@ -209,6 +211,12 @@ class Sm90BackwardImpl final : public Sm90Backward {
     }
 
     GdpaParams params = make_params(p, t);
+    // The jagged load maps' windows (kernels/sm90/jagged_load.cuh): the maps below and the kernel's
+    // coordinates must use the same ones.
+    const int wq = sm90::jagged_window(p.max_len_q()), wk = sm90::jagged_window(p.max_len_k());
+    params.load_window_q = wq;
+    params.load_window_k = wk;
+    params.zero_rows = zeros_.vptr();
     params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
     params.num_tiles = num_tiles_;
     params.dq_accum = reinterpret_cast<float*>(accum_.ptr());
@@ -220,10 +228,13 @@ class Sm90BackwardImpl final : public Sm90Backward {
       // An empty tensor has no map (a dimension of 0 is illegal); with total_q = 0 every tile has
       // work 0 and never loads Q or dO, so a one-row map over the (non-null) buffer is never used.
       const int64_t rows_q = std::max<int64_t>(p.total_q(), 1);
-      CUtensorMap tm_q = make_tensor_map_3d(t.q, p.dtype, rows_q, p.heads_q, p.head_dim, sm90::kBwdBlockM);
-      CUtensorMap tm_do = make_tensor_map_3d(t.dout, p.dtype, rows_q, p.heads_q, p.head_dim, sm90::kBwdBlockM);
-      CUtensorMap tm_k = make_tensor_map_3d(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kBwdBlockN);
-      CUtensorMap tm_v = make_tensor_map_3d(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, sm90::kBwdBlockN);
+      // Loads through the jagged view: rows past a sequence's end arrive as zeros.
+      CUtensorMap tm_q = make_tensor_map_jagged(t.q, p.dtype, rows_q, p.heads_q, p.head_dim, wq, sm90::kBwdBlockM);
+      CUtensorMap tm_do = make_tensor_map_jagged(t.dout, p.dtype, rows_q, p.heads_q, p.head_dim, wq, sm90::kBwdBlockM);
+      CUtensorMap tm_k =
+          make_tensor_map_jagged(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, sm90::kBwdBlockN);
+      CUtensorMap tm_v =
+          make_tensor_map_jagged(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, sm90::kBwdBlockN);
       // dK and dV leave 64 key rows (one consumer warpgroup's) x 64 columns per TMA store.
       CUtensorMap tm_dk = make_tensor_map_3d(t.dk, p.dtype, p.total_k(), p.heads_kv, p.head_dim, 64);
       CUtensorMap tm_dv = make_tensor_map_3d(t.dv, p.dtype, p.total_k(), p.heads_kv, p.head_dim, 64);
@@ -250,7 +261,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
   ProblemDesc desc_;
   int sms_ = 0;
   std::unique_ptr<Module> main_, convert_;
-  DeviceBuffer tiles_, accum_, semaphores_;
+  DeviceBuffer tiles_, accum_, semaphores_, zeros_;
   int num_tiles_ = 0;
   long long slots_ = 0;
   size_t smem_ = 0;

@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "../kernels/sm90/jagged_window.h"
 #include "driver.h"
 
 namespace gdpa {
@@ -103,6 +105,24 @@ TensorMapArgs tensor_map_args_3d(CUdeviceptr base, DType dtype, int64_t rows, in
   return a;
 }
 
+TensorMapArgs tensor_map_args_jagged(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
+                                     int64_t window, int box_rows, int box_cols, CUtensorMapSwizzle swizzle) {
+  TensorMapArgs a = tensor_map_args_3d(base, dtype, rows, heads, head_dim, box_rows, box_cols, swizzle);
+  check_positive(window, "window");
+  const uint64_t row_bytes = a.strides[1];
+  if (uint64_t(window) * row_bytes > base)
+    fail("window of " + str(uint64_t(window)) + " rows reaches below address 0 from base " + hex(base));
+  a.rank = 4;
+  a.base = base - uint64_t(window) * row_bytes;  // token r is at {.., window + r - end, end}
+  a.dims[2] = cuuint64_t(window);
+  a.dims[3] = cuuint64_t(rows) + 1;  // `end` runs to total_rows inclusive
+  a.strides[2] = row_bytes;          // both row coordinates step one token
+  a.box[3] = 1;
+  a.element_strides[3] = 1;
+  check_tensor_map_args(a);
+  return a;
+}
+
 TensorMapArgs tensor_map_args_2d_f32(CUdeviceptr base, int64_t rows, int64_t cols, int box_rows,
                                      int box_cols, CUtensorMapSwizzle swizzle) {
   check_positive(rows, "rows");
@@ -125,6 +145,12 @@ TensorMapArgs tensor_map_args_2d_f32(CUdeviceptr base, int64_t rows, int64_t col
   return a;
 }
 
+DeviceBuffer zero_rows_buffer() {
+  DeviceBuffer b(size_t(sm90::kJaggedZeroBytes));
+  b.upload(std::vector<unsigned char>(size_t(sm90::kJaggedZeroBytes), 0));
+  return b;
+}
+
 CUtensorMap encode_tensor_map(const TensorMapArgs& a) {
   check_tensor_map_args(a);
   CUtensorMap map;  // cuda.h gives the type the alignment the encoder requires
@@ -137,6 +163,12 @@ CUtensorMap encode_tensor_map(const TensorMapArgs& a) {
 CUtensorMap make_tensor_map_3d(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
                                int box_rows, int box_cols, CUtensorMapSwizzle swizzle) {
   return encode_tensor_map(tensor_map_args_3d(base, dtype, rows, heads, head_dim, box_rows, box_cols, swizzle));
+}
+
+CUtensorMap make_tensor_map_jagged(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
+                                   int64_t window, int box_rows, int box_cols, CUtensorMapSwizzle swizzle) {
+  return encode_tensor_map(
+      tensor_map_args_jagged(base, dtype, rows, heads, head_dim, window, box_rows, box_cols, swizzle));
 }
 
 CUtensorMap make_tensor_map_2d_f32(CUdeviceptr base, int64_t rows, int64_t cols, int box_rows,

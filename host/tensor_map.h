@@ -4,8 +4,9 @@
 // views them as a 3-D tensor, innermost first {head_dim, heads, total_rows}, so one box
 // {box_cols, 1, box_rows} is box_rows consecutive tokens of one head: the jagged sequences need
 // no per-sequence map, a kernel just offsets the row coordinate by cu_seqlens[b]. Rows past a
-// sequence's end belong to the next sequence; kernels mask them, and rows past total_rows are
-// filled with zeros by the hardware.
+// sequence's end belong to the next sequence, and rows past total_rows are filled with zeros by
+// the hardware; the kernels' loads use the 4-D "jagged" view below instead, which zero-fills
+// every sequence's rows past its own end.
 //
 // Building a map is split in two: computing the encode arguments (a plain struct, checked against
 // the rules cuTensorMapEncodeTiled documents, testable without a GPU) and encoding them (the
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 
+#include "driver.h"
 #include "kernel_api.h"
 #include "problem.h"
 
@@ -50,6 +52,27 @@ TensorMapArgs tensor_map_args_3d(CUdeviceptr base, DType dtype, int64_t rows, in
 // (`who` prefixes the message, e.g. "sm90 forward"); the backward also covers dO, dQ, dK and dV.
 void require_16_byte_aligned(const DeviceTensors& t, bool backward, const std::string& who);
 
+// The same tensor as a 4-D map whose rows end where each sequence ends, for loads. Innermost first
+// {head_dim, heads, window, rows + 1}: dims 2 and 3 both step one token (same stride), and the
+// base is moved `window` tokens back. A box at {column, head, row - end + window, end} then reads
+// token row, row + 1, ... exactly as the 3-D map would, except that a token at or past `end`
+// has coordinate 2 >= window: out of bounds, so the hardware writes zeros for it and reads
+// nothing. One map thus bounds every sequence at its own end, given window >= the longest
+// sequence (so that coordinate 2 of its first row, window - length, is not negative).
+// Why the kernels want it: rows past a sequence's end would otherwise be the next sequence's
+// tokens (or what an earlier tile left in shared memory), and a masked score times a NaN or Inf
+// there is NaN: one sequence's non-finite input would spread to its neighbours. With zeros there
+// a score past the end is exactly 0 and so is act(0) for every activation (spec 3), so the
+// forward needs no length mask, and the padding costs no L2 reads. (A box wholly past the end must
+// still start at a mapped address: kernels/sm90/jagged_load.cuh.)
+TensorMapArgs tensor_map_args_jagged(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
+                                     int64_t window, int box_rows, int box_cols = 64,
+                                     CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
+
+// A device buffer of sm90::kJaggedZeroBytes zeros: what a kernel copies in place of a jagged load
+// box that lies wholly past its sequence's end (kernels/sm90/jagged_load.cuh; GdpaParams::zero_rows).
+DeviceBuffer zero_rows_buffer();
+
 // Row-major [rows, cols] fp32 matrix (e.g. the dQ accumulator viewed as [total_q, heads * D]).
 TensorMapArgs tensor_map_args_2d_f32(CUdeviceptr base, int64_t rows, int64_t cols, int box_rows,
                                      int box_cols, CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE);
@@ -66,6 +89,9 @@ CUtensorMap encode_tensor_map(const TensorMapArgs& a);
 CUtensorMap make_tensor_map_3d(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
                                int box_rows, int box_cols = 64,
                                CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
+CUtensorMap make_tensor_map_jagged(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
+                                   int64_t window, int box_rows, int box_cols = 64,
+                                   CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
 CUtensorMap make_tensor_map_2d_f32(CUdeviceptr base, int64_t rows, int64_t cols, int box_rows,
                                    int box_cols, CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE);
 

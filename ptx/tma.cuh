@@ -36,6 +36,19 @@ __device__ __forceinline__ void tma_load_3d(void* smem_dst, const TensorMap* map
       : "memory");
 }
 
+// 4-D tile load, coordinates innermost first. The kernels use it with the jagged maps
+// (host/tensor_map.h make_tensor_map_jagged): {column, head, row - end + window, end}, so that
+// rows at or past a sequence's end fall outside the map and arrive as zeros.
+__device__ __forceinline__ void tma_load_4d(void* smem_dst, const TensorMap* map, unsigned long long* bar,
+                                            int c0, int c1, int c2, int c3, unsigned long long policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar)),
+      "l"(policy)
+      : "memory");
+}
+
 // 3-D tile store from shared memory (rows past the tensor's extent are clipped by the hardware).
 // `smem_src` is a shared-window address (smem_addr). The issuing thread commits it to a bulk group
 // and must wait for that group (bulk_wait_group_read) before the buffer is written again.

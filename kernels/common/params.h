@@ -44,6 +44,13 @@ struct GdpaParams {
   int total_k;
   int max_seqlen_q;
   int max_seqlen_k;
+  // The window of the sm90 kernels' jagged load maps (host/tensor_map.h make_tensor_map_jagged),
+  // set by the host that builds the maps: query side (Q, dO) and key side (K, V).
+  int load_window_q;
+  int load_window_k;
+  // sm90: kJaggedZeroBytes (kernels/sm90/jagged_window.h) of zeros, copied in place of a load box
+  // that lies wholly past its sequence's end.
+  const void* zero_rows;
 
   float logit_scale;  // applied to QK^T before the activation
   float out_scale;    // applied after the activation

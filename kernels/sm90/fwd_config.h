@@ -90,16 +90,19 @@ GDPA_HD constexpr int fwd_consumer_wgs(int flags) { return (flags & kFwdThreeCon
 GDPA_HD constexpr int fwd_block_m(int flags) { return 64 * fwd_consumer_wgs(flags); }
 GDPA_HD constexpr int fwd_threads(int flags) { return 128 * (1 + fwd_consumer_wgs(flags)); }
 
-// Q, K and V arrive in TMA boxes of 64 rows, and a query tile or key block that runs past its
-// sequence's end loads only the 64-row halves holding its rows. Why: at L = 256 the forward is
-// bound by L2 traffic (ncu, self s = 1 / 0.5: L2 88 / 82 % busy, DRAM 79 / 68 %), and with jagged
-// lengths a large share of the rows whole 128-row boxes bring belong to the next sequence.
+// Q, K and V arrive in TMA boxes of 64 rows, through the jagged maps (jagged_load.cuh): rows past
+// a sequence's end are zero-filled and read nothing from L2. A query tile that runs past its end
+// skips a 64-row half that holds none of its rows (nothing reads those rows' results); a key block
+// loads both halves, because the PV product sums over all its rows and they must be zeros. Why
+// the traffic matters: at L = 256 the forward is bound by L2 traffic (ncu, self s = 1 / 0.5: L2 88 /
+// 82 % busy, DRAM 79 / 68 %), and with jagged lengths a large share of whole tiles' rows lie past
+// the end.
 constexpr int kFwdLoadRows = 64;
 
 // Boxes of `box_rows` rows (the kernel's: kFwdLoadRows) of a `rows`-row tile that cover its first
-// `valid` rows (at least one box: a tile whose rows all lie past the end does not exist, and a key
-// block is only loaded when it is seen). The host's traffic model (sm90_forward_traffic) asks the
-// same question for other box sizes.
+// `valid` rows (at least one box: a tile whose rows all lie past the end does not exist). The
+// kernel asks it for query tiles; the host's traffic model (sm90_forward_traffic) for other box
+// sizes.
 GDPA_HD constexpr int fwd_load_boxes(int rows, int valid, int box_rows = kFwdLoadRows) {
   return valid >= rows ? rows / box_rows : valid <= box_rows ? 1 : (valid + box_rows - 1) / box_rows;
 }

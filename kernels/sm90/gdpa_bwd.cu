@@ -69,6 +69,7 @@
 #include "bwd_config.h"
 #include "epilogue.cuh"
 #include "fragments.cuh"
+#include "jagged_load.cuh"
 #include "pipeline.cuh"
 #include "trace.cuh"
 
@@ -293,16 +294,6 @@ struct BwdTileScalars {
 // Producer: one thread.
 // ---------------------------------------------------------------------------------------------
 
-// One [rows x D] tile of a packed [total, heads, D] tensor as D/64 boxes of 64 columns, each box a
-// [rows][128 B] 128B-swizzled panel (the layout sw128_*_desc read).
-template <int D, int ROWS>
-__device__ __forceinline__ void load_panels(unsigned char* dst, const ptx::TensorMap* map, unsigned long long* bar,
-                                            int head, int row, unsigned long long policy) {
-#pragma unroll
-  for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
-    ptx::tma_load_3d(dst + panel * ROWS * kSw128RowBytes, map, bar, panel * kSw128PanelCols, head, row, policy);
-}
-
 template <int D, int MASK, bool PAIR, bool TRACE>
 __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
                                              const ptx::TensorMap* tm_v, const ptx::TensorMap* tm_do,
@@ -322,11 +313,13 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
       // Q and dO of one step share a slot: the consumers need both in the same step.
       const int s = qc.stage();
       producer_acquire(bars->qdo[s], qc.phase(), 2u * plan.q_bytes);
-      const int q_row = t.q_seq_row + st.m * kBwdBlockM;  // rows past Lq: masked (past total_q: zero-filled)
-      load_panels<D, kBwdBlockM>(smem + plan.q_off + s * plan.q_bytes, tm_q, &bars->qdo[s].full, st.head, q_row,
-                                 ptx::kEvictNormal);
-      load_panels<D, kBwdBlockM>(smem + plan.do_off + s * plan.q_bytes, tm_do, &bars->qdo[s].full, st.head, q_row,
-                                 ptx::kEvictNormal);
+      // Rows past Lq arrive as zeros (jagged_load.cuh): dV and dK sum over these rows.
+      const int q_row = t.q_seq_row + st.m * kBwdBlockM, q_end = t.q_seq_row + t.len_q;
+      load_jagged_rows<D, kBwdBlockM, kBwdBlockM>(smem + plan.q_off + s * plan.q_bytes, 1, tm_q, &bars->qdo[s].full,
+                                                  st.head, q_row, q_end, p.load_window_q, p.zero_rows, ptx::kEvictNormal);
+      load_jagged_rows<D, kBwdBlockM, kBwdBlockM>(smem + plan.do_off + s * plan.q_bytes, 1, tm_do,
+                                                  &bars->qdo[s].full, st.head, q_row, q_end, p.load_window_q, p.zero_rows,
+                                                  ptx::kEvictNormal);
       qc.advance();
       trace(kTrLoadQdo, step);
       if (ls == 0) {
@@ -334,10 +327,14 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
         // last step (which still reads K and V) finishes. V is released before K (its last reader,
         // dP^T, runs before the last dQ), so it is loaded first. Both are read once per tile: evict
         // first; Q and dO are re-read by every KV tile of the sequence.
+        // Keys past Lk arrive as zeros: dQ sums over them.
+        const int k_end = t.k_row - t.n0 + t.len_k;
         producer_acquire(bars->v, kvc.phase(), plan.kv_bytes);
-        load_panels<D, kBwdBlockN>(smem + plan.v_off, tm_v, &bars->v.full, t.kv_head, t.k_row, ptx::kEvictFirst);
+        load_jagged_rows<D, kBwdBlockN, kBwdBlockN>(smem + plan.v_off, 1, tm_v, &bars->v.full, t.kv_head, t.k_row,
+                                                    k_end, p.load_window_k, p.zero_rows, ptx::kEvictFirst);
         producer_acquire(bars->k, kvc.phase(), plan.kv_bytes);
-        load_panels<D, kBwdBlockN>(smem + plan.k_off, tm_k, &bars->k.full, t.kv_head, t.k_row, ptx::kEvictFirst);
+        load_jagged_rows<D, kBwdBlockN, kBwdBlockN>(smem + plan.k_off, 1, tm_k, &bars->k.full, t.kv_head, t.k_row,
+                                                    k_end, p.load_window_k, p.zero_rows, ptx::kEvictFirst);
         kvc.advance();
         trace(kTrLoadKv, step);
       }
@@ -692,7 +689,11 @@ __device__ __forceinline__ void mask_p_ds(unsigned (&pk)[16], unsigned (&dsk)[16
 }
 
 // True when some (key, query) of keys [key_lo, key_lo + 63] x queries [q_lo, q_lo + 63] is
-// disallowed or out of range: only those blocks pay for the compares.
+// disallowed or out of range: only those blocks pay for the compares. Out of range alone would
+// not need the mask any more (K, V, Q and dO rows past the end are zeros, jagged_load.cuh, so
+// P^T = act(0) = 0 and dS^T = act'(0) * 0 = 0 there, as in the forward), but without the range
+// test ptxas spilled a register in the consumers of two D = 128 variants (pairs, causal), so the
+// edge blocks keep their mask pass.
 template <int MASK>
 __device__ __forceinline__ bool bwd_block_needs_mask(int key_lo, int q_lo, int len_q, int len_k, const GdpaParams& p) {
   const int key_hi = key_lo + 63, q_hi = q_lo + kBwdBlockM - 1;

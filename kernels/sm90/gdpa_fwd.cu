@@ -31,6 +31,7 @@
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "fwd_config.h"
+#include "jagged_load.cuh"
 #include "pipeline.cuh"
 #include "trace.cuh"
 
@@ -86,12 +87,14 @@ __device__ __forceinline__ void cta_tiles(const GdpaParams& p, int* begin, int* 
   }
 }
 
-// True when some (row, key) of rows [row_lo, row_hi] x block n is disallowed or past the keys:
-// only those blocks pay for the mask compares.
-template <int MASK, int BN>
+// True when some (row, key) of rows [row_lo, row_hi] x block n is disallowed, or, with PAST_END,
+// past the keys: only those blocks pay for the mask compares. The activation kernels leave keys
+// past the end unmasked: their K and V rows are zeros (jagged_load.cuh), so the score is 0 and
+// act(0) = 0. The softmax variant passes PAST_END (exp of a zero score is not zero).
+template <int MASK, int BN, bool PAST_END>
 __device__ __forceinline__ bool block_needs_mask(int n, int row_lo, int row_hi, const FwdTile& t, const GdpaParams& p) {
   const int col_lo = n * BN, col_hi = n * BN + BN - 1;
-  if (col_hi >= t.len_k) return true;
+  if (PAST_END && col_hi >= t.len_k) return true;
   const int d0 = t.len_k - t.len_q;
   if constexpr (MASK == kMaskCausal) return col_hi > row_lo + d0;
   if constexpr (MASK == kMaskWindow) {
@@ -108,24 +111,6 @@ struct FwdBarriers {
   SlotBarriers k[fwd_kv_stages(FLAGS)];
   SlotBarriers v[fwd_kv_stages(FLAGS)];
 };
-
-// The first `boxes` 64-row halves of a tile of ROWS rows x D columns: TMA boxes of 64 rows x 64
-// columns (the 128-byte swizzle span), column block c landing in its own [ROWS x 128 B] panel and
-// box h at row 64 h of it (the swizzle repeats every 8 rows, so the wgmma descriptors see one
-// tile). Rows not loaded keep what the slot held before (fwd_config.h kFwdLoadRows: why).
-template <int D, int ROWS>
-__device__ __forceinline__ void load_panels(unsigned char* dst, int boxes, const ptx::TensorMap* map,
-                                            unsigned long long* bar, int head, int row, unsigned long long policy) {
-#pragma unroll
-  for (int h = 0; h < ROWS / kFwdLoadRows; ++h) {
-    if (h < boxes) {
-#pragma unroll
-      for (int panel = 0; panel < D / kSw128PanelCols; ++panel)
-        ptx::tma_load_3d(dst + (panel * ROWS + h * kFwdLoadRows) * kSw128RowBytes, map, bar,
-                         panel * kSw128PanelCols, head, row + h * kFwdLoadRows, policy);
-    }
-  }
-}
 
 // TMA bytes of `boxes` 64-row boxes of a D-column tile.
 template <int D>
@@ -155,23 +140,27 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
     const bool reuse = kReuse && t.reuses_kv();
     {
       const int s = q_count % QS;
+      // A query tile past its sequence's end skips its empty 64-row half: those rows' results are
+      // never stored, and no product sums over query rows.
       const int boxes = fwd_load_boxes(BM, t.len_q - t.m0);
       producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, load_bytes<D>(boxes));
-      load_panels<D, BM>(smem + plan.q_off + s * plan.q_bytes, boxes, tm_q, &bars->q[s].full, t.head(),
-                                 t.q_row, ptx::kEvictFirst);
+      load_jagged_rows<D, BM, kFwdLoadRows>(smem + plan.q_off + s * plan.q_bytes, boxes, tm_q, &bars->q[s].full,
+                                            t.head(), t.q_row, t.q_row - t.m0 + t.len_q, p.load_window_q, p.zero_rows, ptx::kEvictFirst);
       ++q_count;
     }
     for (int n = t.n_begin(); n < t.n_end() && !reuse; ++n, ++kv_count) {
       const int s = kv_count % ST;
       const unsigned phase = unsigned(kv_count / ST) & 1u;
-      const int key_row = t.k_row + n * BN;
-      const int boxes = fwd_load_boxes(BN, t.len_k - n * BN);
-      producer_acquire(bars->k[s], phase, load_bytes<D>(boxes));
-      load_panels<D, BN>(smem + plan.k_off + s * plan.kv_bytes, boxes, tm_k, &bars->k[s].full, t.kv_head(), key_row,
-                         ptx::kEvictLast);
-      producer_acquire(bars->v[s], phase, load_bytes<D>(boxes));
-      load_panels<D, BN>(smem + plan.v_off + s * plan.kv_bytes, boxes, tm_v, &bars->v[s].full, t.kv_head(), key_row,
-                         ptx::kEvictLast);
+      // Every box of a key block, also one wholly past the end: the PV product sums over all BN
+      // keys, so those rows must be zeros (jagged_load.cuh), and a box outside the map reads no L2.
+      const int key_row = t.k_row + n * BN, key_end = t.k_row + t.len_k;
+      constexpr int kBoxes = BN / kFwdLoadRows;
+      producer_acquire(bars->k[s], phase, load_bytes<D>(kBoxes));
+      load_jagged_rows<D, BN, kFwdLoadRows>(smem + plan.k_off + s * plan.kv_bytes, kBoxes, tm_k, &bars->k[s].full,
+                                            t.kv_head(), key_row, key_end, p.load_window_k, p.zero_rows, ptx::kEvictLast);
+      producer_acquire(bars->v[s], phase, load_bytes<D>(kBoxes));
+      load_jagged_rows<D, BN, kFwdLoadRows>(smem + plan.v_off + s * plan.kv_bytes, kBoxes, tm_v, &bars->v[s].full,
+                                            t.kv_head(), key_row, key_end, p.load_window_k, p.zero_rows, ptx::kEvictLast);
     }
   }
 }
@@ -230,7 +219,7 @@ template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX, bool T
 __device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
                                                const FwdTile& t, const GdpaParams& prm, const FragThread& f) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
-  if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
+  if (block_needs_mask<MASK, BN, false>(n, row0, row0 + 63, t, prm))
     s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
   else
     s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
@@ -243,7 +232,7 @@ __device__ __forceinline__ void softmax_block(const float (&s)[BN / 2], unsigned
                                               SoftmaxRows& rows, float (&corr)[2]) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
   const float scale_log2 = prm.logit_scale * 1.4426950408889634f;
-  if (block_needs_mask<MASK, BN>(n, row0, row0 + 63, t, prm))
+  if (block_needs_mask<MASK, BN, true>(n, row0, row0 + 63, t, prm))
     softmax_s_to_p<DTYPE, MASK, true, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
   else
     softmax_s_to_p<DTYPE, MASK, false, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);

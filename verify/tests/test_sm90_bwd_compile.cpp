@@ -69,7 +69,7 @@ void compile_clean(const std::vector<KernelSource>& sources) {
     }
     CHECK(count_of(sass, "HGMMA.64x") >= 24);     // one step at D = 64: S^T 4, dP^T 4, dV 4, dK 4, dQ 8
     CHECK(count_of(sass, ".tnspA.tnspB") >= 8);   // dQ = dS K: M-major dS^T, N-major K
-    CHECK(count_of(sass, "UTMALDG.3D") >= 4);     // Q, dO, K, V
+    CHECK(count_of(sass, "UTMALDG.4D") >= 4);     // Q, dO, K, V through the jagged maps
     const std::string& name = src.name_expression;
     const int flags = std::stoi(name.substr(name.rfind(',') + 1));
     if (flags & kBwdPair) {                           // dQ parts cross to the partner CTA instead

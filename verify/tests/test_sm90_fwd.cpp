@@ -102,7 +102,7 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     const std::string sass = disassemble(k.cubin);
     REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
     CHECK(count_of(sass, "HGMMA.64x") >= 16);
-    CHECK(count_of(sass, "UTMALDG.3D") >= 3);
+    CHECK(count_of(sass, "UTMALDG.4D") >= 3);  // Q, K, V through the jagged maps (jagged_load.cuh)
     CHECK(count_of(sass, "UTMASTG.3D") >= 2);  // O leaves by TMA stores (epilogue.cuh store_block_tma)
     CHECK(count_of(sass, "SYNCS.PHASECHK") >= 4);
     CHECK(count_of(sass, "SYNCS.ARRIVE") >= 2);
@@ -247,7 +247,7 @@ TEST_CASE("sm90 forward branching before the GEMM batch: no arrive inside it, no
   CHECK(count_of(sass[1], "WARPGROUP.ARRIVE") < count_of(sass[0], "WARPGROUP.ARRIVE"));
 }
 
-TEST_CASE("sm90 forward loads only the 64-row halves of a tile that hold its rows") {
+TEST_CASE("sm90 forward loads only the 64-row halves of a query tile that hold its rows") {
   using sm90::fwd_load_boxes;
   CHECK(sm90::kFwdLoadRows == 64);
   CHECK(fwd_load_boxes(128, 1) == 1);
@@ -276,5 +276,8 @@ TEST_CASE("sm90 forward traffic model: rows loaded per tile, K/V kept for a pair
   CHECK(sm90_forward_traffic(p, 1, 64, false).loaded_bytes == (64 + 128 + 60 + 256 + 1024 + 200) * row);
   // K/V kept: seq 1's second tile reads the first one's two blocks from shared memory.
   CHECK(sm90_forward_traffic(p, 1, 64, true).loaded_bytes == (64 + 128 + 60 + 256 + 512 + 200) * row);
+  // The jagged maps (load_rows 1): only the rows a tile holds move. Seq 0: Q, K, V 60 rows each;
+  // seq 1: Q 128 + 72, K and V 128 + 72 once (kept for the second tile).
+  CHECK(sm90_forward_traffic(p, 1, 1, true).loaded_bytes == (60 + 120 + 60 + 200 + 400 + 200) * row);
   CHECK_THROWS_AS(sm90_forward_traffic(p, 1, 48, true), ProblemError);
 }

@@ -47,6 +47,34 @@ TEST_CASE("3-D map over a packed jagged tensor") {
   CHECK(h.strides[1] == 128);
 }
 
+TEST_CASE("jagged 4-D map: two aliased row coordinates, base moved back by the window") {
+  // 300 tokens, 4 heads, D = 128: a token is 1024 bytes. Window 256 (the longest sequence).
+  const TensorMapArgs a = tensor_map_args_jagged(0x100000, kBF16, 300, 4, 128, 256, 64);
+  CHECK(a.rank == 4);
+  CHECK(a.base == 0x100000 - 256 * 1024);
+  CHECK(a.dims[0] == 128);
+  CHECK(a.dims[1] == 4);
+  CHECK(a.dims[2] == 256);  // the window: coordinate 2 of a token at or past `end` is >= 256
+  CHECK(a.dims[3] == 301);  // `end` itself, 0 .. total
+  CHECK(a.strides[0] == 256);
+  CHECK(a.strides[1] == 1024);
+  CHECK(a.strides[2] == 1024);  // both row coordinates step one token
+  CHECK(a.box[0] == 64);
+  CHECK(a.box[1] == 1);
+  CHECK(a.box[2] == 64);
+  CHECK(a.box[3] == 1);
+  CHECK(a.element_strides[3] == 1);
+  CHECK(a.oob_fill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // zeros
+  // Token r of a sequence ending at e sits at coordinates {.., window + r - e, e}: the same byte
+  // address as token r of the 3-D map.
+  const uint64_t r = 130, e = 200, c2 = 256 + r - e, c3 = e;
+  CHECK(a.base + c2 * a.strides[1] + c3 * a.strides[2] == 0x100000 + r * 1024);
+  CHECK(rule_violation([] { tensor_map_args_jagged(0x100000, kBF16, 300, 4, 128, 0, 64); }).find("window") !=
+        std::string::npos);
+  CHECK(rule_violation([] { tensor_map_args_jagged(0x1000, kBF16, 300, 4, 128, 256, 64); }).find("below address 0") !=
+        std::string::npos);
+}
+
 TEST_CASE("2-D fp32 map for the dQ accumulator") {
   const TensorMapArgs a = tensor_map_args_2d_f32(0x2000, 4096, 512, 64, 32, CU_TENSOR_MAP_SWIZZLE_128B);
   CHECK(a.rank == 2);
@@ -150,6 +178,8 @@ TEST_SUITE("gpu") {
     bool nonzero = false;
     for (auto word : m.opaque) nonzero |= word != 0;
     CHECK(nonzero);
+    // The driver takes the jagged view's aliased row strides and its base before the buffer.
+    CHECK_NOTHROW(make_tensor_map_jagged(q.ptr(), kBF16, rows, heads, dim, 300, 64));
     DeviceBuffer acc(size_t(rows) * heads * dim * 4);
     CHECK_NOTHROW(make_tensor_map_2d_f32(acc.ptr(), rows, heads * dim, 64, 32, CU_TENSOR_MAP_SWIZZLE_128B));
   }
