@@ -63,8 +63,8 @@ void require_16_byte_aligned(const DeviceTensors& t, bool backward, const std::s
 // tokens (or what an earlier tile left in shared memory), and a masked score times a NaN or Inf
 // there is NaN: one sequence's non-finite input would spread to its neighbours. With zeros there
 // a score past the end is exactly 0 and so is act(0) for every activation (spec 3), so the
-// forward needs no length mask, and the padding costs no L2 reads. (A box wholly past the end must
-// still start at a mapped address: kernels/sm90/jagged_load.cuh.)
+// forward needs no length mask, and the padding costs no L2 reads. (A box wholly past the end is
+// not loaded through the map but copied from zero_rows_buffer(): kernels/sm90/jagged_load.cuh.)
 TensorMapArgs tensor_map_args_jagged(CUdeviceptr base, DType dtype, int64_t rows, int heads, int head_dim,
                                      int64_t window, int box_rows, int box_cols = 64,
                                      CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);

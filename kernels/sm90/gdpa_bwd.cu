@@ -316,9 +316,10 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
       // Rows past Lq arrive as zeros (jagged_load.cuh): dV and dK sum over these rows.
       const int q_row = t.q_seq_row + st.m * kBwdBlockM, q_end = t.q_seq_row + t.len_q;
       load_jagged_rows<D, kBwdBlockM, kBwdBlockM>(smem + plan.q_off + s * plan.q_bytes, 1, tm_q, &bars->qdo[s].full,
-                                                  st.head, q_row, q_end, p.load_window_q, p.zero_rows, ptx::kEvictNormal);
-      load_jagged_rows<D, kBwdBlockM, kBwdBlockM>(smem + plan.do_off + s * plan.q_bytes, 1, tm_do,
-                                                  &bars->qdo[s].full, st.head, q_row, q_end, p.load_window_q, p.zero_rows,
+                                                  st.head, q_row, q_end, p.load_window_q, p.zero_rows,
+                                                  ptx::kEvictNormal);
+      load_jagged_rows<D, kBwdBlockM, kBwdBlockM>(smem + plan.do_off + s * plan.q_bytes, 1, tm_do, &bars->qdo[s].full,
+                                                  st.head, q_row, q_end, p.load_window_q, p.zero_rows,
                                                   ptx::kEvictNormal);
       qc.advance();
       trace(kTrLoadQdo, step);

@@ -145,7 +145,8 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
       const int boxes = fwd_load_boxes(BM, t.len_q - t.m0);
       producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, load_bytes<D>(boxes));
       load_jagged_rows<D, BM, kFwdLoadRows>(smem + plan.q_off + s * plan.q_bytes, boxes, tm_q, &bars->q[s].full,
-                                            t.head(), t.q_row, t.q_row - t.m0 + t.len_q, p.load_window_q, p.zero_rows, ptx::kEvictFirst);
+                                            t.head(), t.q_row, t.q_row - t.m0 + t.len_q, p.load_window_q,
+                                            p.zero_rows, ptx::kEvictFirst);
       ++q_count;
     }
     for (int n = t.n_begin(); n < t.n_end() && !reuse; ++n, ++kv_count) {
@@ -157,10 +158,12 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
       constexpr int kBoxes = BN / kFwdLoadRows;
       producer_acquire(bars->k[s], phase, load_bytes<D>(kBoxes));
       load_jagged_rows<D, BN, kFwdLoadRows>(smem + plan.k_off + s * plan.kv_bytes, kBoxes, tm_k, &bars->k[s].full,
-                                            t.kv_head(), key_row, key_end, p.load_window_k, p.zero_rows, ptx::kEvictLast);
+                                            t.kv_head(), key_row, key_end, p.load_window_k, p.zero_rows,
+                                            ptx::kEvictLast);
       producer_acquire(bars->v[s], phase, load_bytes<D>(kBoxes));
       load_jagged_rows<D, BN, kFwdLoadRows>(smem + plan.v_off + s * plan.kv_bytes, kBoxes, tm_v, &bars->v[s].full,
-                                            t.kv_head(), key_row, key_end, p.load_window_k, p.zero_rows, ptx::kEvictLast);
+                                            t.kv_head(), key_row, key_end, p.load_window_k, p.zero_rows,
+                                            ptx::kEvictLast);
     }
   }
 }
