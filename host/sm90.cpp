@@ -9,7 +9,6 @@
 #include "../kernels/common/masks.cuh"
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/fwd_config.h"
-#include "../kernels/sm90/jagged_window.h"
 #include "device_problem.h"
 #include "sm90_bwd.h"
 #include "tensor_map.h"
@@ -147,20 +146,17 @@ class Sm90Kernel final : public AttentionKernel {
     if (num_tiles_ == 0) return;  // every sequence has Lq = 0: nothing to write
     require_16_byte_aligned(t, false, "sm90 forward");
     const ProblemDesc& p = desc_;
+    GdpaParams params = make_params(p, t);
+    set_jagged_load_params(params, zeros_);
     // Encoding a descriptor is host-only work (no device call) and costs about a microsecond.
     // Q, K and V in boxes of kFwdLoadRows rows, through the jagged view: rows past a sequence's
     // end arrive as zeros (kernels/sm90/jagged_load.cuh says why).
-    const int wq = sm90::jagged_window(p.max_len_q()), wk = sm90::jagged_window(p.max_len_k());
-    const int box = sm90::kFwdLoadRows;
+    const int wq = params.load_window_q, wk = params.load_window_k, box = sm90::kFwdLoadRows;
     CUtensorMap tm_q = make_tensor_map_jagged(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, wq, box);
     CUtensorMap tm_k = make_tensor_map_jagged(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, box);
     CUtensorMap tm_v = make_tensor_map_jagged(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, box);
     // O is stored 64 rows (one consumer warpgroup's block) x 64 columns at a time (gdpa_fwd.cu).
     CUtensorMap tm_o = make_tensor_map_3d(t.out, p.dtype, p.total_q(), p.heads_q, p.head_dim, 64);
-    GdpaParams params = make_params(p, t);
-    params.load_window_q = wq;
-    params.load_window_k = wk;
-    params.zero_rows = zeros_.vptr();
     params.num_tiles = num_tiles_;  // the kernel reads the tile records, not params.tiles
     params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
     params.tile_records = reinterpret_cast<const void*>(records_.ptr());

@@ -19,7 +19,6 @@
 
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/bwd_config.h"
-#include "../kernels/sm90/jagged_window.h"
 #include "device_problem.h"
 #include "tensor_map.h"
 #include "trace_buffer.h"
@@ -211,12 +210,8 @@ class Sm90BackwardImpl final : public Sm90Backward {
     }
 
     GdpaParams params = make_params(p, t);
-    // The jagged load maps' windows (kernels/sm90/jagged_load.cuh): the maps below and the kernel's
-    // coordinates must use the same ones.
-    const int wq = sm90::jagged_window(p.max_len_q()), wk = sm90::jagged_window(p.max_len_k());
-    params.load_window_q = wq;
-    params.load_window_k = wk;
-    params.zero_rows = zeros_.vptr();
+    set_jagged_load_params(params, zeros_);
+    const int wq = params.load_window_q, wk = params.load_window_k;  // the maps below use them too
     params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
     params.num_tiles = num_tiles_;
     params.dq_accum = reinterpret_cast<float*>(accum_.ptr());

@@ -151,6 +151,12 @@ DeviceBuffer zero_rows_buffer() {
   return b;
 }
 
+void set_jagged_load_params(GdpaParams& params, const DeviceBuffer& zeros) {
+  params.load_window_q = sm90::jagged_window(params.max_seqlen_q);
+  params.load_window_k = sm90::jagged_window(params.max_seqlen_k);
+  params.zero_rows = zeros.vptr();
+}
+
 CUtensorMap encode_tensor_map(const TensorMapArgs& a) {
   check_tensor_map_args(a);
   CUtensorMap map;  // cuda.h gives the type the alignment the encoder requires

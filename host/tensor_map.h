@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "../kernels/common/params.h"
 #include "driver.h"
 #include "kernel_api.h"
 #include "problem.h"
@@ -72,6 +73,11 @@ TensorMapArgs tensor_map_args_jagged(CUdeviceptr base, DType dtype, int64_t rows
 // A device buffer of sm90::kJaggedZeroBytes zeros: what a kernel copies in place of a jagged load
 // box that lies wholly past its sequence's end (kernels/sm90/jagged_load.cuh; GdpaParams::zero_rows).
 DeviceBuffer zero_rows_buffer();
+
+// Fills what the sm90 kernels' jagged loads read from their parameters: the maps' windows, derived
+// from the longest sequences make_params put in `params` (build the maps with load_window_q / _k, so
+// that they and the kernel's coordinates agree), and `zeros` (a zero_rows_buffer()).
+void set_jagged_load_params(GdpaParams& params, const DeviceBuffer& zeros);
 
 // Row-major [rows, cols] fp32 matrix (e.g. the dQ accumulator viewed as [total_q, heads * D]).
 TensorMapArgs tensor_map_args_2d_f32(CUdeviceptr base, int64_t rows, int64_t cols, int box_rows,

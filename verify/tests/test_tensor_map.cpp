@@ -75,6 +75,17 @@ TEST_CASE("jagged 4-D map: two aliased row coordinates, base moved back by the w
         std::string::npos);
 }
 
+TEST_CASE("the jagged loads' parameters come from the longest sequences in the parameter block") {
+  GdpaParams params{};
+  params.max_seqlen_q = 330;
+  params.max_seqlen_k = 0;  // no keys at all: a map dimension cannot be 0
+  const DeviceBuffer none;  // no allocation without a GPU: its address is null
+  set_jagged_load_params(params, none);
+  CHECK(params.load_window_q == 330);
+  CHECK(params.load_window_k == 1);
+  CHECK(params.zero_rows == nullptr);
+}
+
 TEST_CASE("2-D fp32 map for the dQ accumulator") {
   const TensorMapArgs a = tensor_map_args_2d_f32(0x2000, 4096, 512, 64, 32, CU_TENSOR_MAP_SWIZZLE_128B);
   CHECK(a.rank == 2);
