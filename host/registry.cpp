@@ -30,6 +30,7 @@ const Ablation kAblations[] = {
     {"sm90-no-half-fold", sm90::kFwdHalfFold, SchedulePolicy::kZigzag, sm90::kBwdHalfFold},
     {"sm90-no-skip-empty-half", sm90::kFwdSkipEmptyHalf, SchedulePolicy::kZigzag},
     {"sm90-no-whole-batch-branch", sm90::kFwdWholeBatchBranch, SchedulePolicy::kZigzag},
+    {"sm90-no-stmatrix-o", sm90::kFwdStmatrixO, SchedulePolicy::kZigzag},
     {"sm90-no-dq-finish", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", 0, SchedulePolicy::kZigzag, sm90::kBwdPair},
     {"sm90-no-pair-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},
@@ -117,7 +118,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     return make_sm90_kernel(o);
   }
   // sm90-fwd-flagsN: the forward with explicit flags N (kernels/sm90/fwd_config.h FwdFlags).
-  if (numbered_variant(name, "sm90-fwd-flags", 5, &n) && (n & ~sm90::kFwdAllFlags) == 0) {
+  if (numbered_variant(name, "sm90-fwd-flags", 6, &n) && (n & ~sm90::kFwdAllFlags) == 0) {
     Sm90Options o;
     o.fwd_flags = n;
     if (n & sm90::kFwdTrace) o.fwd_trace = fwd_trace_path();

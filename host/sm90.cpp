@@ -30,7 +30,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
     f &= ~sm90::kFwdWholeBatchBranch;
   // The three-warpgroup consumer's steps all accumulate (O starts at zero): the bit would only name
   // a copy of the same kernel.
-  if (f & sm90::kFwdThreeConsumers) f &= ~sm90::kFwdWholeBatchBranch;
+  if (f & sm90::kFwdThreeConsumers) f &= ~(sm90::kFwdWholeBatchBranch | sm90::kFwdStmatrixO);
   if (o.softmax) f |= sm90::kFwdSoftmax;
   if (!o.fwd_trace.empty()) f |= sm90::kFwdTrace;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;

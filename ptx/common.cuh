@@ -45,6 +45,16 @@ __device__ __forceinline__ void prefetch_l1(const void* p) {
 __device__ __forceinline__ void st_shared_u32(unsigned addr, unsigned v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
+// Four 8 x 8 matrices of 16-bit values to shared memory in one warp instruction (sm_90): lane l
+// gives the address of row l % 8 of matrix l / 8 (16 contiguous bytes, 16-byte aligned; rows may
+// lie anywhere, so a swizzled layout costs nothing), and register j of lane l holds columns
+// 2 (l % 4) and 2 (l % 4) + 1 of row l / 4 of matrix j: the layout of a wgmma accumulator's
+// packed pairs, so an 8-column block of a fragment is stored without a shuffle.
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
 __device__ __forceinline__ uint4 ld_shared_u128(unsigned addr) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"

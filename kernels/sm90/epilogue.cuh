@@ -38,6 +38,26 @@ __device__ __forceinline__ void stage_block(const float (&acc)[D / 2], unsigned 
                        pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale));
 }
 
+// stage_block by stmatrix: each warp stores its 16 rows as D/16 stmatrix.x4 (four 8 x 8 matrices:
+// rows 0-7 and 8-15 of two neighbouring 8-column blocks, which are the thread's packed pairs
+// 4m .. 4m + 3), a quarter of the instructions of one 4-byte store per pair. Same bytes, same
+// layout. `lane_row` / `lane_col`: this lane's row address is the one of fragment row
+// 16 warp + lane % 8 + 8 ((lane / 8) % 2), columns 8 (lane / 16) further on.
+template <int DTYPE, int D, int PANEL_ROWS = 64>
+__device__ __forceinline__ void stage_block_stmatrix(const float (&acc)[D / 2], unsigned staging, float scale,
+                                                     const FragThread& f) {
+  const int lane = 4 * f.g + f.t;
+  const int row = 16 * f.warp + (lane & 7) + 8 * ((lane >> 3) & 1);
+  const int col_off = 8 * (lane >> 4);
+#pragma unroll
+  for (int m = 0; m < D / 16; ++m) {
+    unsigned r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = pack2<DTYPE>(acc[8 * m + 2 * j] * scale, acc[8 * m + 2 * j + 1] * scale);
+    ptx::stmatrix_x4(staging + staged_panel_offset<PANEL_ROWS>(row, 16 * m + col_off), r[0], r[1], r[2], r[3]);
+  }
+}
+
 // Rows [0, rows_valid) of a staged 64 x D block to the row-major global rows at `rows` (rows
 // `row_stride` elements apart), copied by the warpgroup's 128 threads as whole 16-byte chunks, so a
 // warp writes whole rows; rows past `rows_valid` (the next sequence's) are never written.
@@ -69,7 +89,8 @@ __device__ __forceinline__ void copy_staged_rows(unsigned staging, unsigned shor
 // a buffer no earlier store of thread 0 reads passes wait_for_stores = false, so that this block's
 // staging does not wait for the previous one's store. Before the CTA exits, thread 0 must wait for
 // the stores to complete (ptx::bulk_wait_group<0>). PANEL_ROWS: see staged_panel_offset.
-template <int DTYPE, int D, int PANEL_ROWS = 64>
+// STMATRIX: stage with stage_block_stmatrix instead of stage_block (same bytes).
+template <int DTYPE, int D, int PANEL_ROWS = 64, bool STMATRIX = false>
 __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsigned staging, const ptx::TensorMap* map,
                                                 int head, int first_row, unsigned short* rows, int row_stride,
                                                 int rows_valid, float scale, const FragThread& f, int tid, int bar,
@@ -77,7 +98,10 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
   // The previous block's TMA stores must have read the buffer: their issuer waits, then everyone.
   if (tid == 0 && wait_for_stores) ptx::bulk_wait_group_read<0>();
   ptx::named_barrier_sync(bar, 128);
-  stage_block<DTYPE, D, PANEL_ROWS>(acc, staging, scale, f);
+  if constexpr (STMATRIX)
+    stage_block_stmatrix<DTYPE, D, PANEL_ROWS>(acc, staging, scale, f);
+  else
+    stage_block<DTYPE, D, PANEL_ROWS>(acc, staging, scale, f);
   if (rows_valid >= 64) {
     ptx::fence_proxy_async_smem();  // generic stores -> the TMA unit (async proxy)
     ptx::named_barrier_sync(bar, 128);

@@ -25,8 +25,12 @@ enum FwdFlags : int {
   // target, between QK^T and PV: the warp waits there about as long as the QK^T in flight runs,
   // and the commit group is closed by an extra HGMMA.64x8 after the join.
   kFwdWholeBatchBranch = 16384,
+  // The epilogue stages O with stmatrix (epilogue.cuh stage_block_stmatrix): 8 stores per thread
+  // instead of 32 at D = 128, the same bytes. The epilogue is 750-920 cycles of every tile
+  // boundary (trace), and its stores compete with the other warpgroup's wgmma operand reads.
+  kFwdStmatrixO = 1 << 17,
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
-                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch,
+                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled

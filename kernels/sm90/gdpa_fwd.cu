@@ -255,6 +255,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kSoftmax = (FLAGS & kFwdSoftmax) != 0;
   constexpr bool kSkipEmpty = (FLAGS & kFwdSkipEmptyHalf) != 0;
   constexpr bool kWholeBatch = (FLAGS & kFwdWholeBatchBranch) != 0;
+  constexpr bool kStmatrix = (FLAGS & kFwdStmatrixO) != 0;
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
@@ -502,7 +503,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-      store_block_tma<DTYPE, D>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(), cur.q_row + 64 * cw,
+      store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(), cur.q_row + 64 * cw,
                               out_rows(), row_stride, cur.len_q - row0,
                               kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f, int(threadIdx.x) - 128 * (cw + 1),
                               kBarEpilogueBase + cw);

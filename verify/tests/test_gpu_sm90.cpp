@@ -474,6 +474,27 @@ TEST_SUITE("gpu") {
         check_same_forward_bits(Sm90Options{}, without, p, dp, ctx);
       }
   }
+  TEST_CASE("sm90 forward: O staged by stmatrix gives the same O bits as by 4-byte stores") {
+    // kFwdStmatrixO (default) against the same kernel without it: bf16 and fp16, D = 64 and 128,
+    // whole O blocks (TMA store) and partial ones (the threads' row copy from the same staging).
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (DType dt : {kBF16, kFP16})
+      for (MaskKind mask : {kMaskNone, kMaskCausal})
+        for (int d : {64, 128}) {
+          ProblemDesc p = half_fold_problem(kFastGelu, 181, 4, 2, 48);
+          p.dtype = dt;
+          p.mask = mask;
+          p.head_dim = d;
+          DeviceProblem dp(p, make_inputs(p, 182, false), false);
+          Sm90Options without;
+          without.fwd_flags_drop = sm90::kFwdStmatrixO;
+          CAPTURE(int(dt));
+          CAPTURE(int(mask));
+          CAPTURE(d);
+          check_same_forward_bits(Sm90Options{}, without, p, dp, ctx);
+        }
+  }
   TEST_CASE("sm90 backward matches the CPU reference on jagged batches") {
     run_cases(true, {"act=fast_gelu", "act=gelu_poly", "D=64", "fp16", "mask=causal", "G=2", "Lq=1 with an Lk=0",
                      "scales", "KV pairs", "KV pairs G=2 D=64 scales"});

@@ -104,6 +104,7 @@ TEST_CASE("sm90 forward compiles for sm_90a with the instructions the design nee
     CHECK(count_of(sass, "HGMMA.64x") >= 16);
     CHECK(count_of(sass, "UTMALDG.4D") >= 3);  // Q, K, V through the jagged maps (jagged_load.cuh)
     CHECK(count_of(sass, "UTMASTG.3D") >= 2);  // O leaves by TMA stores (epilogue.cuh store_block_tma)
+    CHECK(count_of(sass, "STSM.16.M88.4") >= 2);  // staged by stmatrix (kFwdStmatrixO)
     CHECK(count_of(sass, "SYNCS.PHASECHK") >= 4);
     CHECK(count_of(sass, "SYNCS.ARRIVE") >= 2);
     CHECK(count_of(sass, "USETMAXREG") >= 2);
@@ -215,6 +216,18 @@ TEST_CASE("sm90 forward branches before the GEMM batch by default only from kFwd
   Sm90Options three;  // the three-warpgroup consumer has no such branch
   three.fwd_flags = kFwdThreeConsumers | kFwdWholeBatchBranch | kFwdKvReuse;
   CHECK((flags_for(limit, limit, three) & kFwdWholeBatchBranch) == 0);
+}
+
+TEST_CASE("sm90 forward stages O by stmatrix by default, except in the three-warpgroup consumer") {
+  using namespace sm90;
+  auto flags_for = fwd_flags_for_lengths;
+  Sm90Options off;  // the ablation
+  off.fwd_flags_drop = kFwdStmatrixO;
+  check_only_bit_differs(kFwdStmatrixO, flags_for(256, 300, Sm90Options{}), flags_for(256, 300, off));
+  CHECK((flags_for(2048, 2048, Sm90Options{}) & kFwdStmatrixO) != 0);
+  Sm90Options three;  // its O goes through the Q stage by 4-byte stores
+  three.fwd_flags = kFwdThreeConsumers | kFwdKvReuse | kFwdStmatrixO;
+  CHECK((flags_for(256, 300, three) & kFwdStmatrixO) == 0);
 }
 
 TEST_CASE("sm90 forward branching before the GEMM batch: no arrive inside it, nothing serialized") {
