@@ -9,7 +9,8 @@
 // straight from the accumulator fragment instead, each warp store would cover 8 rows x 16 bytes,
 // half of every 32-byte sector. TMA writes whole boxes (it clips only at the tensor's end, not at a
 // sequence's), so the block that holds a sequence's last rows is copied by the threads, row by row,
-// as whole 16-byte chunks.
+// as whole 16-byte chunks. The staging itself is one 4-byte store per packed pair (stage_block) or,
+// in the forward, one stmatrix.x4 per four pairs (stage_block_stmatrix): same bytes, same layout.
 #pragma once
 #include "../../ptx/common.cuh"
 #include "../../ptx/fence.cuh"
