@@ -28,6 +28,12 @@ GDPA_DEVICE unsigned staged_panel_offset(int row, int col) {
   return unsigned((col >> 6) * PANEL_ROWS * kSw128RowBytes) + sw128_offset(row, col & 63);
 }
 
+// Packed pair i of the fragment (registers 2i, 2i + 1) times `scale`, rounded to the io dtype.
+template <int DTYPE, int D>
+__device__ __forceinline__ unsigned scaled_pair(const float (&acc)[D / 2], int i, float scale) {
+  return pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale);
+}
+
 // The warpgroup's 64 x D fragment, times `scale` and rounded to the io dtype, into a staged block.
 // The caller syncs the warpgroup before (the buffer's previous readers are done) and after.
 template <int DTYPE, int D, int PANEL_ROWS = 64>
@@ -36,14 +42,14 @@ __device__ __forceinline__ void stage_block(const float (&acc)[D / 2], unsigned 
 #pragma unroll
   for (int i = 0; i < D / 4; ++i)
     ptx::st_shared_u32(staging + staged_panel_offset<PANEL_ROWS>(pair_row(f, i), pair_col(f, i)),
-                       pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale));
+                       scaled_pair<DTYPE, D>(acc, i, scale));
 }
 
 // stage_block by stmatrix: each warp stores its 16 rows as D/16 stmatrix.x4 (four 8 x 8 matrices:
 // rows 0-7 and 8-15 of two neighbouring 8-column blocks, which are the thread's packed pairs
 // 4m .. 4m + 3), a quarter of the instructions of one 4-byte store per pair. Same bytes, same
-// layout. `lane_row` / `lane_col`: this lane's row address is the one of fragment row
-// 16 warp + lane % 8 + 8 ((lane / 8) % 2), columns 8 (lane / 16) further on.
+// layout. The address this lane gives (`row`, `col_off`) is that of fragment row
+// 16 warp + lane % 8 + 8 ((lane / 8) % 2), columns 8 (lane / 16) past the pair of blocks' first.
 template <int DTYPE, int D, int PANEL_ROWS = 64>
 __device__ __forceinline__ void stage_block_stmatrix(const float (&acc)[D / 2], unsigned staging, float scale,
                                                      const FragThread& f) {
@@ -54,7 +60,7 @@ __device__ __forceinline__ void stage_block_stmatrix(const float (&acc)[D / 2], 
   for (int m = 0; m < D / 16; ++m) {
     unsigned r[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) r[j] = pack2<DTYPE>(acc[8 * m + 2 * j] * scale, acc[8 * m + 2 * j + 1] * scale);
+    for (int j = 0; j < 4; ++j) r[j] = scaled_pair<DTYPE, D>(acc, 4 * m + j, scale);
     ptx::stmatrix_x4(staging + staged_panel_offset<PANEL_ROWS>(row, 16 * m + col_off), r[0], r[1], r[2], r[3]);
   }
 }
