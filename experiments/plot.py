@@ -415,6 +415,11 @@ ABLATIONS = (
              (("sm90-no-pair-two-stage", "one buffer, back once rank 1 has read the copy (dV in the spare buffer)"),)),
     Ablation("pair-dv-in-ds", "Backward: rank 0 of a KV-tile pair stages dV in the dS^T buffers at a tile's end (pairs)",
              (("sm90-no-pair-dv-in-ds", "dV in the next dQ job's buffer"),)),
+    Ablation("stmatrix-o", "Forward: O staged for its TMA store by stmatrix.x4 (8 stores per thread at D = 128)",
+             (("sm90-no-stmatrix-o", "one 4-byte shared store per packed pair (32)"),)),
+    Ablation("stmatrix-bwd", "Backward: dV, dK, finished dQ blocks and each step's dS^T staged by stmatrix.x4",
+             (("sm90-no-stmatrix-grads", "dV, dK and dQ blocks by 4-byte stores"),
+              ("sm90-no-stmatrix-ds", "dS^T by 4-byte stores"))),
     Ablation("dq-red", "Backward, unordered mode: dQ jobs added from the registers by vector reductions (mean Lk >= 384)",
              (("sm90-unordered-no-red", "staged for the writer's bulk reduce"),), full="sm90-unordered-dq"),
 )

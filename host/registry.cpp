@@ -40,6 +40,8 @@ const Ablation kAblations[] = {
     {"sm90-no-dq-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},
     {"sm90-no-early-act", 0, SchedulePolicy::kZigzag, sm90::kBwdEarlyAct},
     {"sm90-no-dk-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdDkInDs},
+    {"sm90-no-stmatrix-grads", 0, SchedulePolicy::kZigzag, sm90::kBwdStmatrix},
+    {"sm90-no-stmatrix-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdStmatrixDs},
     {"sm90-grid-order", 0, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", 0, SchedulePolicy::kLongestFirst},
 };
@@ -118,7 +120,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     return make_sm90_kernel(o);
   }
   // sm90-fwd-flagsN: the forward with explicit flags N (kernels/sm90/fwd_config.h FwdFlags).
-  if (numbered_variant(name, "sm90-fwd-flags", 6, &n) && (n & ~sm90::kFwdAllFlags) == 0) {
+  if (numbered_variant(name, "sm90-fwd-flags", 7, &n) && (n & ~sm90::kFwdAllFlags) == 0) {
     Sm90Options o;
     o.fwd_flags = n;
     if (n & sm90::kFwdTrace) o.fwd_trace = fwd_trace_path();
@@ -127,7 +129,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
   // given instead of the defaults and the problem rules: for experiments outside the rules' range.
-  if (numbered_variant(name, "sm90-bwd-flags", 6, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
+  if (numbered_variant(name, "sm90-bwd-flags", 7, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
     Sm90Options o;
     o.bwd_flags = n;
     if (n & sm90::kBwdTrace) o.bwd_trace = bwd_trace_path();  // any explicit variant can be traced

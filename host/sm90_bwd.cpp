@@ -111,6 +111,10 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // accumulator path's sets (bwd_config.h kBwdEarlyAct).
   if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdEarlyAct;
   if (!sm90::bwd_early_act_fits(p.head_dim, p.activation)) f &= ~sm90::kBwdEarlyAct;  // the kernel would ignore it
+  // dS^T published by stmatrix paid where dQ is finished in the kernel (pairs, the ordered finish):
+  // 1.01-1.02x on the cross sets and at L = 256; 0.98-0.99x on the accumulator path's long sets
+  // (bwd_config.h kBwdStmatrixDs).
+  if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdStmatrixDs;
   if (!o.bwd_trace.empty()) f |= sm90::kBwdTrace;
   return sm90_with_act_mix(f, o, p, true);
 }

@@ -110,12 +110,19 @@ enum BwdFlags : int {
   // and not waited for. The writer still answers the staging barriers, so the buffers' phases and
   // the dK / dV epilogue that reuses them are unchanged.
   kBwdDqRed = 1 << 19,
+  // dV, dK and finished dQ blocks are staged with stmatrix.x4 (epilogue.cuh stage_block_stmatrix),
+  // a quarter of the shared stores of one 4-byte store per packed pair; the same bytes in the same
+  // swizzled places, so the same bits. The forward's kFwdStmatrixO.
+  kBwdStmatrix = 1 << 20,
+  // Each step's dS^T half is published into its buffer with stmatrix.x4 (4 per thread instead of
+  // 16 4-byte stores), on the warpgroup's way from the activation to the dS^T arrival.
+  kBwdStmatrixDs = 1 << 21,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
-                     kBwdPairDvInDs | kBwdDqRed,
+                     kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
-                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed,
+                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

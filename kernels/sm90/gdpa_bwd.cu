@@ -712,12 +712,20 @@ __device__ __forceinline__ bool bwd_block_needs_mask(int key_lo, int q_lo, int l
 // Writes this warpgroup's dS^T (64 keys x 64 queries, packed pairs) as rows [row_base, +64) of a
 // [BlockN][64] 128B-swizzled tile: one 128-byte row per key, so the dQ product can read dS (64
 // queries x 128 keys) as an M-major A operand. Pair i = columns (2t, 2t+1) of 16-byte chunk i/2
-// of row g (+8): the XOR with g spreads the 32 lanes over all 32 banks.
+// of row g (+8): the XOR with g spreads the 32 lanes over all 32 banks. STMATRIX
+// (kBwdStmatrixDs): the same bytes by 4 stmatrix.x4 instead of 16 4-byte stores (epilogue.cuh
+// stmatrix_pairs; row_base is a multiple of 8, so the swizzle of row_base + r is that of r).
+template <bool STMATRIX>
 __device__ __forceinline__ void store_ds_t(const unsigned (&dsk)[16], unsigned char* tile, int row_base,
                                            const FragThread& f) {
+  if constexpr (STMATRIX) {
+    stmatrix_pairs<16, 64>(ptx::smem_addr(tile) + unsigned(row_base * kSw128RowBytes), f,
+                           [&](int i) { return dsk[i]; });
+  } else {
 #pragma unroll
-  for (int i = 0; i < 16; ++i)
-    *reinterpret_cast<unsigned*>(tile + sw128_offset(row_base + pair_row(f, i), pair_col(f, i))) = dsk[i];
+    for (int i = 0; i < 16; ++i)
+      *reinterpret_cast<unsigned*>(tile + sw128_offset(row_base + pair_row(f, i), pair_col(f, i))) = dsk[i];
+  }
 }
 
 // Which 64-column chunk of dQ consumer `cw` computes for step j: the two warpgroups alternate, so
@@ -800,7 +808,7 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
 // hears it on its pair_empty[cw].
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
-template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool RED, class HeaderFn, class Tracer>
+template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool RED, bool STMATRIX, class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, DqStage stage,
                                               BwdBarriers* bars, unsigned char* smem, const GdpaParams& p,
                                               const FragThread& f, HeaderFn header, Tracer& trace, int step) {
@@ -851,7 +859,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
         ptx::named_barrier_sync(bar, 128);
         if (tid == 0) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
       }
-      stage_block<DTYPE, kBwdDqCols>(dq, staging, p.logit_scale * p.out_scale, f);
+      stage_block_as<DTYPE, kBwdDqCols, 64, STMATRIX>(dq, staging, p.logit_scale * p.out_scale, f);
       if (TMA && (h.flags & kDqJobTmaStore)) {
         ptx::fence_proxy_async_smem();  // generic stores -> the writer's TMA store (async proxy)
       } else {
@@ -954,6 +962,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // dK staged in our halves of the dS^T buffers: one 64-column panel per buffer.
   constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
   constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
+  constexpr bool kStmatrix = (FLAGS & kBwdStmatrix) != 0;
+  constexpr bool kStmatrixDs = (FLAGS & kBwdStmatrixDs) != 0;
   const DqStage dq_stage = dq_stage_of<kTwo, kPair && (FLAGS & kBwdPairTwoStage) != 0>();
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
@@ -1114,7 +1124,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       {
         const int buf = step % kBwdDsStages;
         wait_ds_empty(step, bars);
-        store_ds_t(dsk, smem + plan.ds_off + buf * plan.ds_bytes, 64 * cw, f);
+        store_ds_t<kStmatrixDs>(dsk, smem + plan.ds_off + buf * plan.ds_bytes, 64 * cw, f);
         ptx::fence_proxy_async_smem();  // generic stores -> the dQ wgmma (async proxy)
         __syncwarp();
         if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_full[buf]);
@@ -1139,7 +1149,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       };
       auto dq_hand_over = [&] {
         if (kHasDq)
-          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed>(dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
+          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
                                            [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
         trace(kTrDqHanded, step);
       };
@@ -1211,7 +1221,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed>(dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f,
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f,
                                        [&] { return job_header(ls - 1, chunk); }, trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
@@ -1258,7 +1268,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     const float dv_scale = (kTwice ? 0.5f : 1.0f) * p.out_scale, dk_scale = p.logit_scale * p.out_scale;
     auto store_out = [&](const float(&acc)[D / 2], unsigned at, const ptx::TensorMap* map, void* grad, float scale,
                          bool wait_for_stores) {
-      store_block_tma<DTYPE, D>(acc, at, map, kv_head, k_row + 64 * cw, out_rows(grad, k_row, kv_head), int(k_stride),
+      store_block_tma<DTYPE, D, 64, kStmatrix>(acc, at, map, kv_head, k_row + 64 * cw, out_rows(grad, k_row, kv_head), int(k_stride),
                                 rows_valid, scale, f, tid, bar, wait_for_stores);
     };
     // The same block into our 64 key rows of both dS^T buffers, free once both warpgroups' dQ jobs
@@ -1267,7 +1277,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // waits for these reads: the next tile's start (kTwo) or the end of this epilogue (kFinish).
     auto store_out_in_ds = [&](const float(&acc)[D / 2], const ptx::TensorMap* map, void* grad, float scale) {
       for (int t = step; t < step + kBwdDsStages; ++t) wait_ds_empty(t, bars);
-      store_block_tma<DTYPE, D, kBwdBlockN>(acc, ds_tiles + 64 * cw * kSw128RowBytes, map, kv_head, k_row + 64 * cw,
+      store_block_tma<DTYPE, D, kBwdBlockN, kStmatrix>(acc, ds_tiles + 64 * cw * kSw128RowBytes, map, kv_head, k_row + 64 * cw,
                                             out_rows(grad, k_row, kv_head), int(k_stride), rows_valid, scale, f, tid,
                                             bar, false);
     };

@@ -392,6 +392,8 @@ TEST_SUITE("gpu") {
       pairs_one_buffer.bwd_flags = pairs.bwd_flags & ~sm90::kBwdPairTwoStage;
       Sm90Options pairs_dv_after;  // rank 0's dV in the next job's buffer, dK after it (kBwdPairDvInDs off)
       pairs_dv_after.bwd_flags = pairs.bwd_flags & ~sm90::kBwdPairDvInDs;
+      Sm90Options pairs_sts;  // 4-byte shared stores instead of stmatrix (kBwdStmatrix, kBwdStmatrixDs off)
+      pairs_sts.bwd_flags = pairs.bwd_flags & ~(sm90::kBwdStmatrix | sm90::kBwdStmatrixDs);
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
@@ -400,6 +402,25 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_late, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_one_buffer, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_dv_after, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_sts, p, dp, ctx);
+    }
+  }
+  TEST_CASE("sm90 backward: staging by stmatrix changes no bit of dQ, dK, dV") {
+    // kBwdStmatrix (dV, dK and finished dQ blocks) and kBwdStmatrixDs (each step's dS^T half)
+    // store the same bytes to the same swizzled places as the 4-byte stores; a wrong lane address
+    // would show as misplaced gradient rows or a dQ product over a scrambled dS. The ordered finish
+    // (finished dQ blocks, TMA-stored and row-copied) and the accumulator path over many KV tiles
+    // (dK staged in the dS^T buffers); pairs are in the pair test. Explicit flags, whatever the
+    // mean Lk; each bit dropped alone and both together.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (int dropped : {int(sm90::kBwdStmatrix), int(sm90::kBwdStmatrixDs), sm90::kBwdStmatrix | sm90::kBwdStmatrixDs}) {
+      CAPTURE(dropped);
+      check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, dropped, 113, ctx);
+      Sm90Options with, without;
+      with.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+      without.bwd_flags = with.bwd_flags & ~dropped;
+      check_same_bits_over_many_tiles(with, without, 114, ctx);
     }
   }
   TEST_CASE("sm90 forward: the halved-P GELU form gives the same O bits as the plain one") {

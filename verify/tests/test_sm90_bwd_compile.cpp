@@ -82,6 +82,12 @@ void compile_clean(const std::vector<KernelSource>& sources) {
     CHECK(count_of(sass, "UTMASTG.3D") >= 2);     // dK and dV leave by TMA stores (epilogue.cuh)
     if ((flags & kBwdDqFinish) && (flags & kBwdDqTmaStore))
       CHECK(count_of(sass, "UTMASTG.3D") >= 3);   // and the writer's store of finished dQ blocks
+    // dV / dK (and finished dQ blocks) staged, and each step's dS^T published, by stmatrix.x4:
+    // D / 16 per block, 4 per dS^T half (epilogue.cuh stmatrix_pairs).
+    const int stsm = count_of(sass, "STSM.16.M88.4");
+    if (flags & kBwdStmatrix) CHECK(stsm >= 2 * (name.find(",64,") != std::string::npos ? 4 : 8));
+    if (flags & kBwdStmatrixDs) CHECK(stsm >= 4);
+    if (!(flags & (kBwdStmatrix | kBwdStmatrixDs))) CHECK(stsm == 0);
     CHECK(count_of(sass, "USETMAXREG") == 2);     // producer dec, consumers inc
     CHECK(count_of(sass, "SYNCS.PHASECHK") >= 6);
     CHECK(count_of(sass, "LDL") == 0);
@@ -109,10 +115,11 @@ TEST_CASE("sm90 backward: variant names and support") {
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
   CHECK(src[0].file == "kernels/sm90/gdpa_bwd.cu");
-  // Default flags: kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore (the
-  // kernel ignores the fold for fp16 and non-GELU; kBwdDqFirst is for D = 128, kBwdDqTwoStage for
-  // the accumulator path); the finishing kernel pairs with the zeros-only dq_convert.
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,93>");
+  // Default flags: kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore |
+  // kBwdStmatrix | kBwdStmatrixDs (3145728) (the kernel ignores the fold for fp16 and non-GELU;
+  // kBwdDqFirst is for D = 128, kBwdDqTwoStage for the accumulator path); the finishing kernel
+  // pairs with the zeros-only dq_convert.
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145821>");
   CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,true>");
   opt.bwd_flags = 0;
@@ -121,45 +128,46 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.logit_scale = 1.0f;  // the unit-scale specialisation is added whatever the ablation flags
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,95>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145823>");
   // The default leaves the in-kernel dQ finish off above a mean KV length of
   // kBwdDqFinishMaxMeanLenK; explicit flags are used as given.
   const int over = 2 * kBwdDqFinishMaxMeanLenK - 99;  // mean (100 + over) / 2 is just above the limit
   ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,95>");  // logit_scale 1: + unit-scale
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145823>");  // logit_scale 1: + unit-scale
   // Without the finish the TMA store of finished blocks has nothing to do: its bit goes too; the
-  // partial-sum buffer becomes the second dQ staging buffer (kBwdDqTwoStage, 16384), and dK is
-  // staged in the dS^T buffers (kBwdDkInDs, 65536).
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
+  // partial-sum buffer becomes the second dQ staging buffer (kBwdDqTwoStage, 16384), dK is
+  // staged in the dS^T buffers (kBwdDkInDs, 65536), and dS^T is published by 4-byte stores
+  // (kBwdStmatrixDs, 2097152, only with the finish).
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags = kBwdDefaultFlags;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,95>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145823>");
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81927>");
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,79>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130503>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145807>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,31>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145759>");
   opt.bwd_flags_drop = 0;
   // The unordered mode has no last contributor to finish a block: the flag is dropped.
   opt.deterministic = false;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
   CHECK(sm90_backward_sources(p, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   // From a mean KV length of kBwdDqRedMinMeanLenK (here exactly that) the unordered mode adds dQ
   // from the registers (kBwdDqRed, 524288); an ablation can drop it; the deterministic mode never
   // has it.
   const int red_len = 2 * kBwdDqRedMinMeanLenK - 100;
   const ProblemDesc red_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len}, {100, red_len});
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,606231>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1654807>");
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len - 2}, {100, red_len - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
   opt.bwd_flags_drop = kBwdDqRed;
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
   opt.bwd_flags_drop = 0;
   opt.deterministic = true;
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,81943>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));
@@ -181,30 +189,31 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256})));
   CHECK(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));  // D = 64: jobs alternate
   Sm90Options opt;
-  // Default flags (93; kBwdDqFirst only with the ordered finish) + unit scale (2) + kBwdPair (32)
+  // Default flags (3145821 with the two stmatrix bits; kBwdDqFirst only with the ordered finish)
+  // + unit scale (2) + kBwdPair (32)
   // + kBwdEarlyAct (32768, where dQ is finished in the kernel) + kBwdPairTwoStage (131072) and
   // kBwdPairDvInDs (262144), pairs only; no dq_convert pass.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 1);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");
   opt.deterministic = true;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,41055>");  // with kBwdEarlyAct
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3186783>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
   // accumulator with two staging buffers.
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
-        "gdpa::sm90::gdpa_bwd<0,128,3,0,81943>");
+        "gdpa::sm90::gdpa_bwd<0,128,3,0,1130519>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either; two staging buffers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,81943>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,1130519>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,41055>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3186783>");
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
   p.heads_q = 4;
   p.heads_kv = 2;
@@ -465,15 +474,18 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   // Pairs and the ordered finish take the activation under dP^T (kBwdEarlyAct, 32768) by default;
   // pairs stage rank 0's jobs in two buffers (kBwdPairTwoStage, 131072) and its dV in the dS^T
   // buffers (kBwdPairDvInDs, 262144).
-  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
-  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,393343>");
-  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // and no dV in dS
-  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
-  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426047>");
+  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");
+  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3539071>");
+  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3178623>");  // and no dV in dS
+  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3309695>");
+  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571775>");
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
-  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,41055>");
-  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");  // pairs: no change
-  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");  // the finish's: no change
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3186783>");
+  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");  // pairs: no change
+  CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,2523263>");
+  CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,1474687>");
+  CHECK(bwd_name("sm90-bwd-flags3571837") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");  // seven digits
+  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");  // the finish's: no change
   CHECK(bwd_name("sm90-bwd-flags163965") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
   CHECK(bwd_name("sm90-bwd-flags426109") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
   CHECK(bwd_name("sm90-bwd-flags295037") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // dV in dS needs two buffers
@@ -487,6 +499,7 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   CHECK(bwd_name("sm90-bwd-flags16477") == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
   CHECK_THROWS(make_kernel("sm90-bwd-flags256"));  // bits 8..12 are the activation mix's
   CHECK_THROWS(make_kernel("sm90-bwd-flags123456"));
+  CHECK_THROWS(make_kernel("sm90-bwd-flags12345678"));  // more than seven digits
   CHECK_THROWS(make_kernel("sm90-bwd-flags"));
   CHECK_THROWS(make_kernel("sm90-bwd-flags0x1"));
   // The other numbered family, parsed the same way.
