@@ -115,6 +115,13 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // 1.01-1.02x on the cross sets and at L = 256; 0.98-0.99x on the accumulator path's long sets
   // (bwd_config.h kBwdStmatrixDs).
   if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdStmatrixDs;
+  // With the ordered finish (no pairs), the activations that keep P^T and act' apart from dP^T
+  // (no kBwdEarlyAct) spilled 4-16 bytes with either stmatrix form and none without (ptxas 13.0,
+  // D = 128: gelu, gelu_tanh, fast_gelu_bf16, gelu_taylor6, gelu_poly); there the default keeps
+  // the 4-byte stores.
+  if (o.bwd_flags < 0 && (f & sm90::kBwdDqFinish) && !(f & sm90::kBwdPair) && p.head_dim == 128 &&
+      !sm90::bwd_early_act_fits(p.head_dim, p.activation))
+    f &= ~(sm90::kBwdStmatrix | sm90::kBwdStmatrixDs);
   if (!o.bwd_trace.empty()) f |= sm90::kBwdTrace;
   return sm90_with_act_mix(f, o, p, true);
 }

@@ -112,10 +112,16 @@ enum BwdFlags : int {
   kBwdDqRed = 1 << 19,
   // dV, dK and finished dQ blocks are staged with stmatrix.x4 (epilogue.cuh stage_block_stmatrix),
   // a quarter of the shared stores of one 4-byte store per packed pair; the same bytes in the same
-  // swizzled places, so the same bits. The forward's kFwdStmatrixO.
+  // swizzled places, so the same bits. The forward's kFwdStmatrixO. Interleaved against the kernel
+  // without it: 1.005-1.018x on the cross sets, 1.01x at s = 0.5 L = 256, 0.995-1.004x on the
+  // accumulator path's sets, where it is kept for one staging form.
   kBwdStmatrix = 1 << 20,
   // Each step's dS^T half is published into its buffer with stmatrix.x4 (4 per thread instead of
-  // 16 4-byte stores), on the warpgroup's way from the activation to the dS^T arrival.
+  // 16 4-byte stores), on the warpgroup's way from the activation to the dS^T arrival. Where dQ
+  // is finished in the kernel (pairs, the ordered finish) 1.010-1.019x on the cross sets and at
+  // L = 256 (s = 0.5 L = 512: 1.00-1.01x); on the accumulator path 0.98-0.99x (self s = 1 L = 1024 / 2048, s = 0.5 L = 2048, four
+  // rounds), so the host's default takes it with kBwdDqFinish only. Why the accumulator path loses
+  // was not measured.
   kBwdStmatrixDs = 1 << 21,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |

@@ -464,6 +464,32 @@ TEST_CASE("sm90 backward: the activation under dP^T only where its variants were
   CHECK_FALSE(early(problem(kBF16, 128, kGelu, kMaskNone, {700, 500}, {700, 500}), explicit_flags));  // ...but this
 }
 
+TEST_CASE("sm90 backward: the stmatrix staging where it measured faster and compiled clean") {
+  // kBwdStmatrix everywhere, kBwdStmatrixDs where dQ is finished in the kernel, except the ordered
+  // finish at D = 128 with the activations that keep act' apart from dP^T (they spilled with
+  // either bit); explicit flags are used as given.
+  auto flags_of = [](const ProblemDesc& p, const Sm90Options& opt) {
+    const std::string name = sm90_backward_sources(p, opt)[0].name_expression;
+    const size_t comma = name.rfind(','), close = name.rfind('>');
+    return std::stoi(name.substr(comma + 1, close - comma - 1)) & (kBwdStmatrix | kBwdStmatrixDs);
+  };
+  const int both = kBwdStmatrix | kBwdStmatrixDs;
+  const Sm90Options def;
+  const std::vector<int> lq = {700, 0, 500}, lk = {129, 160, 256};  // cluster pairs
+  CHECK(flags_of(problem(kBF16, 128, kFastGelu, kMaskNone, lq, lk), def) == both);
+  CHECK(flags_of(problem(kBF16, 128, kGelu, kMaskNone, lq, lk), def) == both);  // pairs: no spill added
+  // The ordered finish (mean Lk <= 192, no pairs).
+  CHECK(flags_of(problem(kBF16, 128, kFastGelu, kMaskCausal, {300, 200}, {100, 150}), def) == both);
+  CHECK(flags_of(problem(kBF16, 128, kGeluPoly, kMaskCausal, {300, 200}, {100, 150}), def) == 0);
+  CHECK(flags_of(problem(kBF16, 128, kGelu, kMaskNone, {300, 200}, {100, 150}), def) == 0);
+  CHECK(flags_of(problem(kBF16, 64, kGelu, kMaskNone, {300, 200}, {100, 150}), def) == both);  // D = 64: clean
+  // The accumulator path: dV / dK only.
+  CHECK(flags_of(problem(kBF16, 128, kFastGelu, kMaskNone, {700, 500}, {700, 500}), def) == kBwdStmatrix);
+  Sm90Options explicit_flags;
+  explicit_flags.bwd_flags = kBwdDefaultFlags;
+  CHECK(flags_of(problem(kBF16, 128, kGelu, kMaskNone, {300, 200}, {100, 150}), explicit_flags) == both);
+}
+
 TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   const ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, {700, 0, 500}, {129, 160, 256});  // pairs
   auto bwd_name = [&](const std::string& kernel) {  // sources() lists the forward's too
