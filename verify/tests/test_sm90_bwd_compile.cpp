@@ -533,3 +533,69 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   CHECK_THROWS(make_kernel("sm90-act-mix17"));
   CHECK_THROWS(make_kernel("sm90-act-mix123"));
 }
+
+TEST_CASE("sm90 backward: the converting CTAs' list covers every dQ block once, with its contributor count") {
+  // kBwdDqStreamConvert: a block missing from the list would keep its poison, a block listed twice
+  // would be written twice (harmless) but a wrong count would make its converter wait forever or
+  // read a partial sum. Counts against a brute force over rows and KV tiles, every mask, GQA,
+  // Lq = 0 / 1, Lk = 0, lengths on and off the tile edges.
+  const std::vector<int> lq = {0, 1, 63, 64, 65, 300, 129, 700, 5};
+  const std::vector<int> lk = {100, 0, 200, 64, 129, 300, 700, 1, 450};
+  for (MaskKind mask : {kMaskNone, kMaskCausal, kMaskWindow}) {
+    ProblemDesc p = problem(kBF16, 128, kFastGelu, mask, lq, lk, 4, 2);
+    p.window_left = 100;
+    p.window_right = 30;
+    const std::vector<WorkTile> tiles = build_backward_tiles(p, kBwdBlockM, kBwdBlockN, SchedulePolicy::kZigzag, 7);
+    const std::vector<DqConvertEntry> list = sm90_bwd_convert_list(p, tiles, 7);
+    std::set<int> seen;
+    bool zeros_first = true, past_zeros = false;
+    for (const DqConvertEntry& e : list) {
+      CHECK(seen.insert(e.block).second);
+      if (e.expected > 0) past_zeros = true;
+      if (e.expected == 0 && past_zeros) zeros_first = false;
+    }
+    CHECK(zeros_first);
+    size_t blocks = 0;
+    for (int b = 0; b < p.batch(); ++b) {
+      const int len_q = p.len_q(b), len_k = p.len_k(b);
+      for (int r0 = 0; r0 < len_q; r0 += kBwdBlockM) {
+        const int rows = std::min(kBwdBlockM, len_q - r0);
+        std::set<int> kv_tiles;  // KV tiles with at least one allowed (row, key) pair
+        for (int r = r0; r < r0 + rows; ++r) {
+          int lo = 0, hi = 0;
+          mask_key_range(p.mask, r, r + 1, len_q, len_k, p.window_left, p.window_right, &lo, &hi);
+          for (int key = lo; key < hi; ++key) kv_tiles.insert(key / kBwdBlockN);
+        }
+        const long long slot = dq_slot_begin(p.cu_seqlens_q[size_t(b)], b) + r0 / kBwdBlockM;
+        for (int h = 0; h < p.heads_q; ++h) {
+          ++blocks;
+          const int block = int(dq_block_index(slot, h, p.heads_q));
+          const auto it = std::find_if(list.begin(), list.end(), [&](const DqConvertEntry& e) { return e.block == block; });
+          REQUIRE(it != list.end());
+          CAPTURE(b);
+          CAPTURE(r0);
+          CHECK(it->expected == int(kv_tiles.size()));
+          CHECK(it->first_row == p.cu_seqlens_q[size_t(b)] + r0);
+          CHECK(it->rows == rows);
+        }
+      }
+    }
+    CHECK(list.size() == blocks);
+  }
+  // The option chooses the variant only on the deterministic accumulator path.
+  Sm90Options conv;
+  conv.dq_converters = 8;
+  auto flags_of = [](const ProblemDesc& p, const Sm90Options& opt) {
+    const std::string name = sm90_backward_sources(p, opt)[0].name_expression;
+    return std::stoi(name.substr(name.rfind(',') + 1));
+  };
+  const ProblemDesc long_kv = problem(kBF16, 128, kFastGelu, kMaskNone, {700, 500}, {700, 500});
+  CHECK((flags_of(long_kv, conv) & kBwdDqStreamConvert) != 0);
+  CHECK((flags_of(long_kv, Sm90Options{}) & kBwdDqStreamConvert) == 0);
+  CHECK((flags_of(problem(kBF16, 128, kFastGelu, kMaskCausal, {300, 200}, {100, 150}), conv) & kBwdDqStreamConvert) == 0);
+  conv.deterministic = false;
+  CHECK((flags_of(long_kv, conv) & kBwdDqStreamConvert) == 0);
+  CHECK(make_kernel("sm90-dq-converters8")->name().find("dq-converters8") != std::string::npos);
+  CHECK_THROWS(make_kernel("sm90-dq-converters0"));
+  CHECK_THROWS(make_kernel("sm90-dq-converters33"));
+}
