@@ -94,14 +94,6 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
-  // sm90-dq-convertersN: the backward with N CTAs converting finished dQ blocks during the kernel
-  // (kBwdDqStreamConvert, the deterministic accumulator path) instead of the dq_convert pass.
-  if (numbered_variant(name, "sm90-dq-converters", 2, &n) && n >= 1 && n <= 32) {
-    Sm90Options o;
-    o.dq_converters = n;
-    o.label = name.substr(5);
-    return make_sm90_kernel(o);
-  }
   // Profiling (kernels/sm90/trace.cuh): the trace files are $GDPA_FWD_TRACE and $GDPA_BWD_TRACE.
   auto trace_path = [](const char* var, const char* fallback) {
     const char* path = std::getenv(var);
@@ -155,7 +147,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     }
   }
   throw std::runtime_error("unknown kernel '" + name +
-                           "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, sm90-dq-converters1..32, sm90-three-wg, "
+                           "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, sm90-three-wg, "
                            "sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of kFwdAllFlags / kBwdAllFlags, "
                            "sm90-fwd-trace, sm90-bwd-trace)");
 }

@@ -38,10 +38,6 @@ struct Sm90Options {
   // Forward profiling (kFwdTrace): the same after every forward; explicit fwd_flags with kFwdTrace
   // and no file name write kDefaultFwdTracePath.
   std::string fwd_trace;
-  // Backward, deterministic accumulator path: this many CTAs of the grid convert finished dQ
-  // blocks while the others compute (kBwdDqStreamConvert), instead of the dq_convert pass after
-  // the kernel. 0: the pass.
-  int dq_converters = 0;
 };
 // Where a trace goes when nobody named a file ($GDPA_BWD_TRACE / $GDPA_FWD_TRACE for the registry's
 // names).

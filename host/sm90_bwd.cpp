@@ -18,7 +18,6 @@
 #include <utility>
 
 #include "../kernels/sm90/act_mix.h"
-#include "../kernels/common/masks.cuh"
 #include "../kernels/sm90/bwd_config.h"
 #include "device_problem.h"
 #include "tensor_map.h"
@@ -56,47 +55,6 @@ bool sm90_bwd_pair_eligible(const ProblemDesc& p) {
   for (int b = 0; b < p.batch(); ++b)
     if (p.len_k(b) <= sm90::kBwdBlockN || p.len_k(b) > 2 * sm90::kBwdBlockN) return false;
   return p.batch() > 0;
-}
-
-std::vector<sm90::DqConvertEntry> sm90_bwd_convert_list(const ProblemDesc& p, const std::vector<WorkTile>& tiles,
-                                                        int workers) {
-  // When each (sequence, KV head)'s last tile ends, in steps.
-  std::map<std::pair<int, int>, long long> done;
-  for (int c = 0; c < workers; ++c) {
-    long long t = 0;
-    for (size_t i = size_t(c); i < tiles.size(); i += size_t(workers)) {
-      t += tiles[i].work + 1;
-      long long& d = done[{tiles[i].batch, tiles[i].head}];
-      d = std::max(d, t);
-    }
-  }
-  struct Keyed {
-    long long when;
-    sm90::DqConvertEntry e;
-  };
-  std::vector<Keyed> all;
-  const int bm = sm90::kBwdBlockM, bn = sm90::kBwdBlockN;
-  for (int b = 0; b < p.batch(); ++b) {
-    const int len_q = p.len_q(b), len_k = p.len_k(b), q0 = p.cu_seqlens_q[size_t(b)];
-    for (int r0 = 0; r0 < len_q; r0 += bm) {
-      const int rows = std::min(bm, len_q - r0);
-      // The KV tiles that see these rows (the kernel's job_header uses the same range).
-      int first = 0, last = 0;
-      mask_key_range(p.mask, r0, r0 + rows, len_q, len_k, p.window_left, p.window_right, &first, &last);
-      const int expected = last > first ? (last - 1) / bn - first / bn + 1 : 0;
-      const long long slot = sm90::dq_slot_begin(q0, b) + r0 / bm;
-      for (int h = 0; h < p.heads_q; ++h) {
-        const auto it = done.find({b, h / p.group()});
-        const long long when = expected > 0 && it != done.end() ? it->second : 0;
-        all.push_back({when, {int(sm90::dq_block_index(slot, h, p.heads_q)), expected, q0 + r0, rows}});
-      }
-    }
-  }
-  std::stable_sort(all.begin(), all.end(), [](const Keyed& a, const Keyed& b) { return a.when < b.when; });
-  std::vector<sm90::DqConvertEntry> list;
-  list.reserve(all.size());
-  for (const Keyed& k : all) list.push_back(k.e);
-  return list;
 }
 
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles) {
@@ -165,11 +123,6 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
       !sm90::bwd_early_act_fits(p.head_dim, p.activation))
     f &= ~(sm90::kBwdStmatrix | sm90::kBwdStmatrixDs);
   if (!o.bwd_trace.empty()) f |= sm90::kBwdTrace;
-  // Converting CTAs: asked for by the option, on the deterministic accumulator path only (the
-  // semaphores say when a block is complete; finished and paired blocks need no conversion).
-  f &= ~sm90::kBwdDqStreamConvert;
-  if (o.dq_converters > 0 && o.deterministic && !(f & (sm90::kBwdDqFinish | sm90::kBwdPair)))
-    f |= sm90::kBwdDqStreamConvert;
   return sm90_with_act_mix(f, o, p, true);
 }
 
@@ -213,8 +166,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     desc_ = p;
     sms_ = dev.sm_count;
     main_ = load(main_source(p, flags));
-    stream_convert_ = (flags & sm90::kBwdDqStreamConvert) != 0;
-    if (!pair_) convert_ = load(convert_source(p, flags));  // with converting CTAs: for a batch without tiles
+    if (!pair_) convert_ = load(convert_source(p, flags));
 
     smem_ = size_t(sm90::bwd_smem_request(p.head_dim));
     if (smem_ > size_t(dev.max_smem_optin))
@@ -233,18 +185,9 @@ class Sm90BackwardImpl final : public Sm90Backward {
       tiles = apply_policy(sm90_bwd_pair_items(grid_order), opt_.policy, clusters);
       grid_ = 2u * persistent_grid(tiles.size(), clusters);
     } else {
-      // kBwdDqStreamConvert: the last CTAs convert; the tiles are dealt to the others.
-      const int converters = stream_convert_ ? std::min(opt_.dq_converters, sms_ - 1) : 0;
-      tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, sms_ - converters);
+      tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, sms_);
       if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
-      work_ctas_ = int(persistent_grid(tiles.size(), sms_ - converters));
-      grid_ = unsigned(work_ctas_ + converters);
-      if (stream_convert_) {
-        const std::vector<sm90::DqConvertEntry> list = sm90_bwd_convert_list(p, tiles, work_ctas_);
-        conv_count_ = int(list.size());
-        conv_list_ = DeviceBuffer(std::max<size_t>(16, list.size() * sizeof(sm90::DqConvertEntry)));
-        if (!list.empty()) conv_list_.upload(list);
-      }
+      grid_ = persistent_grid(tiles.size(), sms_);
     }
     num_tiles_ = int(tiles.size());
     tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
@@ -285,9 +228,6 @@ class Sm90BackwardImpl final : public Sm90Backward {
     params.dq_accum = reinterpret_cast<float*>(accum_.ptr());
     params.deterministic = opt_.deterministic ? 1 : 0;
     params.semaphores = reinterpret_cast<int*>(semaphores_.ptr());
-    params.num_work_ctas = work_ctas_;
-    params.dq_conv_count = stream_convert_ ? conv_count_ : 0;
-    params.dq_conv_list = conv_list_.vptr();
     if (trace_.on()) params.trace = trace_.arm(stream);
 
     if (num_tiles_ > 0) {  // no KV rows at all: dK, dV are empty and dQ is all zeros
@@ -311,8 +251,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
       void* args[] = {&tm_q, &tm_k, &tm_v, &tm_do, &tm_dk, &tm_dv, &tm_dq, &params};
       launch(main_->function(), shape, stream, args);
     }
-    // Converting CTAs did the pass's work, unless there were no tiles and so no kernel.
-    if (p.total_q() > 0 && !pair_ && (!stream_convert_ || num_tiles_ == 0)) {
+    if (p.total_q() > 0 && !pair_) {
       LaunchShape shape;
       shape.grid[0] = unsigned(slots_);
       shape.grid[1] = unsigned(p.heads_q);
@@ -328,9 +267,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
   ProblemDesc desc_;
   int sms_ = 0;
   std::unique_ptr<Module> main_, convert_;
-  DeviceBuffer tiles_, accum_, semaphores_, zeros_, conv_list_;
-  bool stream_convert_ = false;  // kBwdDqStreamConvert: no dq_convert pass
-  int work_ctas_ = 0, conv_count_ = 0;
+  DeviceBuffer tiles_, accum_, semaphores_, zeros_;
   int num_tiles_ = 0;
   long long slots_ = 0;
   size_t smem_ = 0;

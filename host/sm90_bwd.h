@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "../kernels/sm90/bwd_config.h"
 #include "compile.h"
 #include "kernel_api.h"
 #include "sm90.h"
@@ -34,13 +33,5 @@ bool sm90_bwd_pair_eligible(const ProblemDesc& p);
 // The list a pair launch walks: one entry per (sequence, KV head), its KV tile 0, in the policy's
 // order; the cluster's CTA of rank r runs KV tile r of it.
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles);
-
-// kBwdDqStreamConvert: every dQ block (slot, head) with rows, with the number of KV tiles that add
-// to it, in the order the blocks are expected to be complete when `tiles` run on `workers` CTAs
-// (tile i on CTA i % workers, a CTA's tiles one after another, each costing its work + 1 steps;
-// a block is complete when the last tile of its (sequence, KV head) ends). Blocks nobody adds to
-// come first.
-std::vector<sm90::DqConvertEntry> sm90_bwd_convert_list(const ProblemDesc& p, const std::vector<WorkTile>& tiles,
-                                                        int workers);
 
 }  // namespace gdpa

@@ -21,14 +21,6 @@ __device__ __forceinline__ int thread_x_fresh() {
   return v;
 }
 
-// blockIdx.x read afresh, for the same reason: a branch on it at the kernel's start must not leave
-// a copy that the roles' tile walks reuse across their loops.
-__device__ __forceinline__ int block_x_fresh() {
-  int v;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
-  return v;
-}
-
 // The device-wide nanosecond timer (the same clock on every SM, unlike clock64's cycle counter), for
 // event traces that compare CTAs on different SMs.
 __device__ __forceinline__ unsigned long long global_timer_ns() {

@@ -68,12 +68,6 @@ struct GdpaParams {
   // the host from `tiles` so the kernel reads one record per tile instead of a chain of dependent
   // loads (tile -> cu_seqlens -> kv_index) whose latency would sit on the critical path.
   const void* tile_records;
-  // sm90 backward, kBwdDqStreamConvert: CTAs [0, num_work_ctas) walk the tiles (stride
-  // num_work_ctas), the rest convert the finished dQ blocks of dq_conv_list (DqConvertEntry,
-  // kernels/sm90/bwd_config.h), dq_conv_count entries. Without it num_work_ctas is the grid.
-  int num_work_ctas;
-  int dq_conv_count;
-  const void* dq_conv_list;
   // Profiling variants only (kernels/sm90/trace.cuh): event timestamps of the first CTAs' roles,
   // TraceRecord[CTAs][roles][slots].
   void* trace;

@@ -123,19 +123,12 @@ enum BwdFlags : int {
   // rounds), so the host's default takes it with kBwdDqFinish only. Why the accumulator path loses
   // was not measured.
   kBwdStmatrixDs = 1 << 21,
-  // Deterministic accumulator path only (no kBwdDqFinish, no pairs): the last CTAs of the grid
-  // convert each dQ block (fp32 accumulator -> io dtype rows, dq_convert.cu's arithmetic) as soon
-  // as its semaphore says every contributor has added, while the other CTAs still compute; the
-  // separate dq_convert pass (a read of the whole fp32 accumulator from DRAM) is not launched.
-  // The host sets it with Sm90Options::dq_converters (the number of converting CTAs).
-  kBwdDqStreamConvert = 1 << 22,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
-                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs |
-                 kBwdDqStreamConvert,
+                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -220,17 +213,6 @@ GDPA_HD long long dq_num_slots(int total_q, int batch) { return dq_slot_begin(to
 // Index of the (slot, head) block: its semaphore in the deterministic mode, and the first factor of
 // its accumulator offset.
 GDPA_HD long long dq_block_index(long long slot, int head, int heads_q) { return slot * heads_q + head; }
-
-// kBwdDqStreamConvert: one dQ block for the converting CTAs, in the host's estimated order of
-// completion (host/sm90_bwd.cpp). `expected`: the number of KV tiles that add to the block (its
-// semaphore's final count; 0: nobody does, the rows are zeros); `first_row`: the block's first row
-// of the packed dQ; `rows`: its rows inside the sequence (1..64).
-struct DqConvertEntry {
-  int block;  // dq_block_index(slot, head, heads_q)
-  int expected;
-  int first_row;
-  int rows;
-};
 
 // Float offset of column chunk `chunk` of block `block` (= dq_block_index) in the accumulator.
 GDPA_HD long long dq_chunk_offset(long long block, int chunk, int head_dim) {

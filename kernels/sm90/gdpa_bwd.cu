@@ -67,7 +67,6 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
-#include "dq_stream_convert.cuh"
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "jagged_load.cuh"
@@ -123,12 +122,9 @@ struct BwdTile {
 template <bool PAIR>
 struct BwdWalk {
   int first, stride;
-  // p.num_work_ctas (the grid, or with kBwdDqStreamConvert the CTAs before the converting ones):
-  // a kernel parameter, which ptxas reads where it is used; a stride computed at the start (from
-  // gridDim as a fallback, say) was held across the consumers' loop and spilled.
-  __device__ __forceinline__ explicit BwdWalk(const GdpaParams& p) {
+  __device__ __forceinline__ BwdWalk() {
     first = PAIR ? int(blockIdx.x >> 1) : int(blockIdx.x);
-    stride = PAIR ? int(gridDim.x >> 1) : p.num_work_ctas;
+    stride = PAIR ? int(gridDim.x >> 1) : int(gridDim.x);
   }
   __device__ __forceinline__ static int kv_tile_add() { return PAIR ? int(ptx::cluster_ctarank()) : 0; }
 };
@@ -308,7 +304,7 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
   PipeCounter<1> kvc;  // one K / V "stage", one phase per non-empty work tile
   BwdTracer<TRACE> trace(p, 2, true);
   int step = 0;  // CTA-lifetime step count, for the trace
-  const BwdWalk<PAIR> walk(p);
+  const BwdWalk<PAIR> walk;
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
     const BwdTile t = bwd_tile<MASK, PAIR>(p, it);
     if (t.empty()) continue;  // the consumers write zeros and wait for nothing
@@ -469,7 +465,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
     }
     pending = nullptr;
   };
-  const BwdWalk<PAIR> walk(p);
+  const BwdWalk<PAIR> walk;
 #pragma unroll 1
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
     const int steps = bwd_tile<MASK, PAIR>(p, it).steps;
@@ -983,7 +979,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   float dv[D / 2], dk[D / 2];  // live for a whole work tile
   BwdTurns<FLAGS>::start(cw);
 
-  const BwdWalk<kPair> walk(p);
+  const BwdWalk<kPair> walk;
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
     // Row 0 of this warpgroup's 64 keys in dK / dV.
     auto out_rows = [&](void* grad, int k_row, int kv_head) {
@@ -1388,14 +1384,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     ptx::cluster_sync_all();
   else
     __syncthreads();
-  if constexpr ((FLAGS & kBwdDqStreamConvert) != 0) {
-    static_assert(!(FLAGS & (kBwdPair | kBwdDqFinish)), "kBwdDqStreamConvert: the accumulator path only");
-    static_assert(kBwdThreads / 32 * kStreamWarpBytes <= bwd_smem_plan(D).total, "a staging area per warp");
-    if (ptx::block_x_fresh() >= p.num_work_ctas) {  // a converting CTA: no tiles, no roles below
-      bwd_dq_stream_convert<DTYPE, D>(p, smem);
-      return;
-    }
-  }
 
   const int wg = ptx::warpgroup_id();
   if (wg == 0) {

@@ -405,21 +405,6 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_sts, p, dp, ctx);
     }
   }
-  TEST_CASE("sm90 backward: converting CTAs give the bits of the dq_convert pass") {
-    // kBwdDqStreamConvert: the last CTAs convert each dQ block once its semaphore counts every
-    // contributor, with dq_convert's arithmetic; dQ is poisoned before each run, so a block never
-    // converted, converted before its last add, or written past a sequence's end shows. Many KV
-    // tiles per sequence (the accumulator path), no mask and causal (blocks nobody adds to: zeros),
-    // D = 64 and 128, GQA; 1, 8 and 32 converting CTAs.
-    Context ctx(0);
-    if (ctx.info().arch() != 90) return;
-    for (int converters : {1, 8, 32}) {
-      CAPTURE(converters);
-      Sm90Options conv;
-      conv.dq_converters = converters;
-      check_same_bits_over_many_tiles(conv, Sm90Options{}, 115, ctx);
-    }
-  }
   TEST_CASE("sm90 backward: staging by stmatrix changes no bit of dQ, dK, dV") {
     // kBwdStmatrix (dV, dK and finished dQ blocks) and kBwdStmatrixDs (each step's dS^T half)
     // store the same bytes to the same swizzled places as the 4-byte stores; a wrong lane address
