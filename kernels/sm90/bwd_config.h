@@ -119,9 +119,9 @@ enum BwdFlags : int {
   // Each step's dS^T half is published into its buffer with stmatrix.x4 (4 per thread instead of
   // 16 4-byte stores), on the warpgroup's way from the activation to the dS^T arrival. Where dQ
   // is finished in the kernel (pairs, the ordered finish) 1.010-1.019x on the cross sets and at
-  // L = 256 (s = 0.5 L = 512: 1.00-1.01x); on the accumulator path 0.98-0.99x (self s = 1 L = 1024 / 2048, s = 0.5 L = 2048, four
-  // rounds), so the host's default takes it with kBwdDqFinish only. Why the accumulator path loses
-  // was not measured.
+  // L = 256; on the accumulator path 0.98-0.99x (self s = 1 L = 1024 / 2048, s = 0.5 L = 2048,
+  // three rounds), so the host's default takes it with kBwdDqFinish only. Why the accumulator path
+  // loses was not measured.
   kBwdStmatrixDs = 1 << 21,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |

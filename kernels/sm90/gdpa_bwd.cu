@@ -1149,8 +1149,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       };
       auto dq_hand_over = [&] {
         if (kHasDq)
-          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
-                                           [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
+          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(
+              dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
+              [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
         trace(kTrDqHanded, step);
       };
       ptx::wgmma_fence();
@@ -1221,8 +1222,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f,
-                                       [&] { return job_header(ls - 1, chunk); }, trace, step - 1);
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(
+          dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(ls - 1, chunk); }, trace,
+          step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
@@ -1268,8 +1270,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     const float dv_scale = (kTwice ? 0.5f : 1.0f) * p.out_scale, dk_scale = p.logit_scale * p.out_scale;
     auto store_out = [&](const float(&acc)[D / 2], unsigned at, const ptx::TensorMap* map, void* grad, float scale,
                          bool wait_for_stores) {
-      store_block_tma<DTYPE, D, 64, kStmatrix>(acc, at, map, kv_head, k_row + 64 * cw, out_rows(grad, k_row, kv_head), int(k_stride),
-                                rows_valid, scale, f, tid, bar, wait_for_stores);
+      store_block_tma<DTYPE, D, 64, kStmatrix>(acc, at, map, kv_head, k_row + 64 * cw, out_rows(grad, k_row, kv_head),
+                                               int(k_stride), rows_valid, scale, f, tid, bar, wait_for_stores);
     };
     // The same block into our 64 key rows of both dS^T buffers, free once both warpgroups' dQ jobs
     // of the tile's last two steps have read them: the waits the next two steps' dS^T stores would
@@ -1277,9 +1279,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // waits for these reads: the next tile's start (kTwo) or the end of this epilogue (kFinish).
     auto store_out_in_ds = [&](const float(&acc)[D / 2], const ptx::TensorMap* map, void* grad, float scale) {
       for (int t = step; t < step + kBwdDsStages; ++t) wait_ds_empty(t, bars);
-      store_block_tma<DTYPE, D, kBwdBlockN, kStmatrix>(acc, ds_tiles + 64 * cw * kSw128RowBytes, map, kv_head, k_row + 64 * cw,
-                                            out_rows(grad, k_row, kv_head), int(k_stride), rows_valid, scale, f, tid,
-                                            bar, false);
+      store_block_tma<DTYPE, D, kBwdBlockN, kStmatrix>(acc, ds_tiles + 64 * cw * kSw128RowBytes, map, kv_head,
+                                                       k_row + 64 * cw, out_rows(grad, k_row, kv_head), int(k_stride),
+                                                       rows_valid, scale, f, tid, bar, false);
     };
     // kBwdPairDvInDs, rank 0 of a pair with two staging buffers: dV goes to our halves of the dS^T
     // buffers (waiting only for this CTA's last dQ jobs), dK alone to the next job's buffer.

@@ -414,7 +414,8 @@ TEST_SUITE("gpu") {
     // mean Lk; each bit dropped alone and both together.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    for (int dropped : {int(sm90::kBwdStmatrix), int(sm90::kBwdStmatrixDs), sm90::kBwdStmatrix | sm90::kBwdStmatrixDs}) {
+    const int both = sm90::kBwdStmatrix | sm90::kBwdStmatrixDs;
+    for (int dropped : {int(sm90::kBwdStmatrix), int(sm90::kBwdStmatrixDs), both}) {
       CAPTURE(dropped);
       check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, dropped, 113, ctx);
       Sm90Options with, without;
