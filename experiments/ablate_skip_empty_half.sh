@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ablate_skip_empty_half.sh — the forward's second consumer warpgroup on a last tile of at most 64
 # query rows (all its rows past the sequence's end) issuing no GEMMs, on and off (kFwdSkipEmptyHalf).
-# Only jagged lengths have such tiles: the s = 0.5 sets, forward; the s = 1 sets (whole tiles) are
-# the control, where nothing may change. One bench call.
+# Only jagged lengths have such tiles: the s = 0.5 sets, forward. On the s = 1 sets (whole tiles)
+# the host leaves it off (compiled in but never taken it cost 3-4 % at L = 512), so both names run
+# one kernel there: the control. One bench call.
 #   usage: experiments/ablate_skip_empty_half.sh [OUT]      (OUT default: experiments/results)
 set -euo pipefail
 FULL=${FULL:-sm90}

@@ -394,7 +394,7 @@ ABLATIONS = (
              (("sm90-no-half-fold", "plain f = x/2 (1 + tanh(.))"),)),
     Ablation("skip-empty-half", "Forward: a warpgroup whose 64 rows lie past the sequence's end issues no GEMMs",
              (("sm90-no-skip-empty-half", "both warpgroups compute every tile"),)),
-    Ablation("whole-batch-branch", "Forward: a step branches on its PV's accumulate flag before the GEMM batch (default: mean Lk >= 384)",
+    Ablation("whole-batch-branch", "Forward: a step branches on its PV's accumulate flag before the GEMM batch (default: mean Lk >= 192)",
              (("sm90-no-whole-batch-branch", "between two PV sequences after the QK^T"),)),
     Ablation("dq-finish", "Backward: each dQ block finished by its last contributor in the kernel (default: mean Lk <= 384)",
              (("sm90-no-dq-finish", "fp32 accumulator + separate dq_convert pass"),

@@ -79,14 +79,21 @@ constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); 
 // without it (self s = 0.5, experiments/ablate_skip_empty_half.sh and A/B runs, twelfth session,
 // seven pairs): 1.00-1.04x at L = 512 (mean Lk 256), 0.95-1.05x at L = 256 (128), 0.98-1.11x at
 // L = 1024 (512), but 0.94-0.98x at L = 2048 (mean Lk 1024) in six of six pairs, where one tile in
-// about sixteen has an empty half.
+// about sixteen has an empty half. The host also leaves it off where no tile has an empty half
+// (every Lq mod BlockM is 0 or above 64): compiled in but never taken it cost self s = 1 L = 512
+// 3-4 % (twenty-first session, three interleaved rounds, `ab-l512-*`; 0.996-1.004x at L = 256).
 constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 
 // kFwdWholeBatchBranch by default only from this mean key length. Measured against the same kernel
 // without it (seventeenth session, explicit flags, three interleaved rounds): 1.04-1.05x self s = 1
 // L = 2048, 1.04x L = 1024, 1.01x L = 512, 1.04x s = 0.5 L = 2048, 1.02-1.03x L = 1024 (mean Lk
-// 512); 0.99-1.00x at s = 0.5 L <= 512 and self L = 256, 0.97-1.01x on the cross sets (Lk = 256).
-constexpr int kFwdWholeBatchMinMeanLenK = 384;
+// 512); then 0.99-1.00x at s = 0.5 L <= 512 and self L = 256, 0.97-1.01x on the cross sets
+// (Lk = 256), so it started at 384. On the kernels since the jagged loads (nineteenth session) and
+// the stmatrix epilogue, re-measured (twenty-first session, interleaved, `ab-noskip-*`,
+// `ab-l512-*`): cross Lk = 256 1.00 / 1.01-1.02 / 1.04-1.07 / 1.05x at Lq = 256..2048, s = 0.5
+// L = 512 (mean Lk about 256) 1.02-1.03x, self L = 256 1.00x. s = 0.5 L = 256 (mean Lk about 128)
+// was not re-measured and stays below the limit.
+constexpr int kFwdWholeBatchMinMeanLenK = 192;
 
 constexpr int kFwdConsumerWarpgroups = 2;  // the default; kFwdThreeConsumers: 3
 constexpr int kFwdBlockM = 64 * kFwdConsumerWarpgroups;  // 64 query rows per consumer warpgroup

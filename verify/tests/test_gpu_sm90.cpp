@@ -470,7 +470,7 @@ TEST_SUITE("gpu") {
         }
   }
   TEST_CASE("sm90 forward: branching before the GEMM batch gives the same O bits") {
-    // kFwdWholeBatchBranch (the default from a mean Lk of 384) against the same kernel without it:
+    // kFwdWholeBatchBranch (the default from a mean Lk of 192) against the same kernel without it:
     // tiles of 1 to 12 key blocks, both parities of the block count, K/V kept and reloaded.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;

@@ -201,6 +201,10 @@ TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdS
   Sm90Options explicit_flags;  // explicit flags are used as given
   explicit_flags.fwd_flags = kFwdDefaultFlags;
   CHECK((flags_for(limit - 100, limit + 101, explicit_flags) & kFwdSkipEmptyHalf) != 0);
+  // ...and only where some tile has an empty half: a last query tile of 1..64 rows.
+  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(384, 576, Sm90Options{}), flags_for(384, 577, Sm90Options{}));
+  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(192, 512, Sm90Options{}), flags_for(193, 512, Sm90Options{}));
+  CHECK((flags_for(512, 512, Sm90Options{}) & kFwdSkipEmptyHalf) == 0);  // whole tiles only
 }
 
 TEST_CASE("sm90 forward branches before the GEMM batch by default only from kFwdWholeBatchMinMeanLenK") {
@@ -231,7 +235,7 @@ TEST_CASE("sm90 forward stages O by stmatrix by default, except in the three-war
 }
 
 TEST_CASE("sm90 forward branching before the GEMM batch: no arrive inside it, nothing serialized") {
-  // The default from a mean Lk of 384 (kFwdWholeBatchBranch) against the same kernel without it.
+  // The default from a mean Lk of 192 (kFwdWholeBatchBranch) against the same kernel without it.
   // Without it, ptxas closes each step's branchy PV with an extra HGMMA.64x8 (and fences between
   // QK^T and PV); with it, only the finish's keeps its (it must: gdpa_fwd.cu). Neither may
   // serialize the wgmmas (C7514: a WARPGROUP.DEPBAR after every HGMMA) or use local memory.
