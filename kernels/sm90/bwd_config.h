@@ -110,7 +110,7 @@ enum BwdFlags : int {
   // and not waited for. The writer still answers the staging barriers, so the buffers' phases and
   // the dK / dV epilogue that reuses them are unchanged.
   kBwdDqRed = 1 << 19,
-  // dV, dK and finished dQ blocks are staged with stmatrix.x4 (epilogue.cuh stage_block_stmatrix),
+  // dV, dK and finished dQ blocks are staged with stmatrix.x4 (epilogue.cuh store_pairs),
   // a quarter of the shared stores of one 4-byte store per packed pair; the same bytes in the same
   // swizzled places, so the same bits. The forward's kFwdStmatrixO. Interleaved against the kernel
   // without it: 1.005-1.018x on the cross sets, 1.01x at s = 0.5 L = 256, 0.995-1.004x on the

@@ -9,8 +9,8 @@
 // straight from the accumulator fragment instead, each warp store would cover 8 rows x 16 bytes,
 // half of every 32-byte sector. TMA writes whole boxes (it clips only at the tensor's end, not at a
 // sequence's), so the block that holds a sequence's last rows is copied by the threads, row by row,
-// as whole 16-byte chunks. The staging itself is one 4-byte store per packed pair (stage_block) or
-// one stmatrix.x4 per four pairs (stage_block_stmatrix): same bytes, same layout.
+// as whole 16-byte chunks. The staging itself is one 4-byte store per packed pair or one
+// stmatrix.x4 per four pairs (store_pairs): same bytes, same layout.
 #pragma once
 #include "../../ptx/common.cuh"
 #include "../../ptx/fence.cuh"
@@ -34,50 +34,39 @@ __device__ __forceinline__ unsigned scaled_pair(const float (&acc)[D / 2], int i
   return pack2<DTYPE>(acc[2 * i] * scale, acc[2 * i + 1] * scale);
 }
 
-// The warpgroup's 64 x D fragment, times `scale` and rounded to the io dtype, into a staged block.
-// The caller syncs the warpgroup before (the buffer's previous readers are done) and after.
-template <int DTYPE, int D, int PANEL_ROWS = 64>
+// Packed pairs pair(0 .. NPAIRS - 1) of a warpgroup's fragment (pair i at row pair_row(f, i),
+// columns pair_col(f, i) and pair_col + 1) into a staged block at `staging`, the same bytes in the
+// same places either way:
+// - one 4-byte st.shared per pair;
+// - STMATRIX: each warp stores its 16 rows as NPAIRS / 4 stmatrix.x4 (four 8 x 8 matrices: rows
+//   0-7 and 8-15 of two neighbouring 8-column blocks, which are the thread's pairs 4m .. 4m + 3),
+//   a quarter of the instructions. The address this lane gives is that of fragment row
+//   16 warp + lane % 8 + 8 ((lane / 8) % 2), columns 8 (lane / 16) past the pair of blocks' first.
+template <int NPAIRS, int PANEL_ROWS, bool STMATRIX, class PairFn>
+__device__ __forceinline__ void store_pairs(unsigned staging, const FragThread& f, PairFn pair) {
+  if constexpr (STMATRIX) {
+    static_assert(NPAIRS % 4 == 0, "whole stmatrix.x4 groups");
+    const int lane = 4 * f.g + f.t;
+    const int row = 16 * f.warp + (lane & 7) + 8 * ((lane >> 3) & 1);
+    const int col_off = 8 * (lane >> 4);
+#pragma unroll
+    for (int m = 0; m < NPAIRS / 4; ++m)
+      ptx::stmatrix_x4(staging + staged_panel_offset<PANEL_ROWS>(row, 16 * m + col_off), pair(4 * m),
+                       pair(4 * m + 1), pair(4 * m + 2), pair(4 * m + 3));
+  } else {
+#pragma unroll
+    for (int i = 0; i < NPAIRS; ++i)
+      ptx::st_shared_u32(staging + staged_panel_offset<PANEL_ROWS>(pair_row(f, i), pair_col(f, i)), pair(i));
+  }
+}
+
+// The warpgroup's 64 x D fragment, times `scale` and rounded to the io dtype, into a staged block
+// (store_pairs; STMATRIX: by stmatrix). The caller syncs the warpgroup before (the buffer's
+// previous readers are done) and after.
+template <int DTYPE, int D, int PANEL_ROWS = 64, bool STMATRIX = false>
 __device__ __forceinline__ void stage_block(const float (&acc)[D / 2], unsigned staging, float scale,
                                             const FragThread& f) {
-#pragma unroll
-  for (int i = 0; i < D / 4; ++i)
-    ptx::st_shared_u32(staging + staged_panel_offset<PANEL_ROWS>(pair_row(f, i), pair_col(f, i)),
-                       scaled_pair<DTYPE, D>(acc, i, scale));
-}
-
-// Packed pairs pair(0 .. NPAIRS - 1) of the fragment (pair i at row pair_row(f, i), columns
-// pair_col(f, i), pair_col + 1) into a staged block, by stmatrix: each warp stores its 16 rows as
-// NPAIRS / 4 stmatrix.x4 (four 8 x 8 matrices: rows 0-7 and 8-15 of two neighbouring 8-column
-// blocks, which are the thread's pairs 4m .. 4m + 3), a quarter of the instructions of one 4-byte
-// store per pair. The address this lane gives is that of fragment row
-// 16 warp + lane % 8 + 8 ((lane / 8) % 2), columns 8 (lane / 16) past the pair of blocks' first.
-template <int NPAIRS, int PANEL_ROWS, class PairFn>
-__device__ __forceinline__ void stmatrix_pairs(unsigned staging, const FragThread& f, PairFn pair) {
-  static_assert(NPAIRS % 4 == 0, "whole stmatrix.x4 groups");
-  const int lane = 4 * f.g + f.t;
-  const int row = 16 * f.warp + (lane & 7) + 8 * ((lane >> 3) & 1);
-  const int col_off = 8 * (lane >> 4);
-#pragma unroll
-  for (int m = 0; m < NPAIRS / 4; ++m)
-    ptx::stmatrix_x4(staging + staged_panel_offset<PANEL_ROWS>(row, 16 * m + col_off), pair(4 * m), pair(4 * m + 1),
-                     pair(4 * m + 2), pair(4 * m + 3));
-}
-
-// stage_block by stmatrix (stmatrix_pairs): same bytes, same layout.
-template <int DTYPE, int D, int PANEL_ROWS = 64>
-__device__ __forceinline__ void stage_block_stmatrix(const float (&acc)[D / 2], unsigned staging, float scale,
-                                                     const FragThread& f) {
-  stmatrix_pairs<D / 4, PANEL_ROWS>(staging, f, [&](int i) { return scaled_pair<DTYPE, D>(acc, i, scale); });
-}
-
-// One of the two staging forms, chosen at compile time (the kernels' flags name it).
-template <int DTYPE, int D, int PANEL_ROWS = 64, bool STMATRIX = false>
-__device__ __forceinline__ void stage_block_as(const float (&acc)[D / 2], unsigned staging, float scale,
-                                               const FragThread& f) {
-  if constexpr (STMATRIX)
-    stage_block_stmatrix<DTYPE, D, PANEL_ROWS>(acc, staging, scale, f);
-  else
-    stage_block<DTYPE, D, PANEL_ROWS>(acc, staging, scale, f);
+  store_pairs<D / 4, PANEL_ROWS, STMATRIX>(staging, f, [&](int i) { return scaled_pair<DTYPE, D>(acc, i, scale); });
 }
 
 // Rows [0, rows_valid) of a staged 64 x D block to the row-major global rows at `rows` (rows
@@ -111,7 +100,7 @@ __device__ __forceinline__ void copy_staged_rows(unsigned staging, unsigned shor
 // a buffer no earlier store of thread 0 reads passes wait_for_stores = false, so that this block's
 // staging does not wait for the previous one's store. Before the CTA exits, thread 0 must wait for
 // the stores to complete (ptx::bulk_wait_group<0>). PANEL_ROWS: see staged_panel_offset.
-// STMATRIX: stage with stage_block_stmatrix instead of stage_block (same bytes).
+// STMATRIX: stage by stmatrix (store_pairs; same bytes).
 template <int DTYPE, int D, int PANEL_ROWS = 64, bool STMATRIX = false>
 __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsigned staging, const ptx::TensorMap* map,
                                                 int head, int first_row, unsigned short* rows, int row_stride,
@@ -120,7 +109,7 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
   // The previous block's TMA stores must have read the buffer: their issuer waits, then everyone.
   if (tid == 0 && wait_for_stores) ptx::bulk_wait_group_read<0>();
   ptx::named_barrier_sync(bar, 128);
-  stage_block_as<DTYPE, D, PANEL_ROWS, STMATRIX>(acc, staging, scale, f);
+  stage_block<DTYPE, D, PANEL_ROWS, STMATRIX>(acc, staging, scale, f);
   if (rows_valid >= 64) {
     ptx::fence_proxy_async_smem();  // generic stores -> the TMA unit (async proxy)
     ptx::named_barrier_sync(bar, 128);

@@ -25,7 +25,7 @@ enum FwdFlags : int {
   // target, between QK^T and PV: the warp waits there about as long as the QK^T in flight runs,
   // and the commit group is closed by an extra HGMMA.64x8 after the join.
   kFwdWholeBatchBranch = 16384,
-  // The epilogue stages O with stmatrix (epilogue.cuh stage_block_stmatrix): 8 stores per thread
+  // The epilogue stages O with stmatrix (epilogue.cuh store_pairs): 8 stores per thread
   // instead of 32 at D = 128, the same bytes. The epilogue is 750-920 cycles of every tile
   // boundary (trace), and its stores compete with the other warpgroup's wgmma operand reads.
   // Measured against the same kernel without it (twentieth session, interleaved): cross 1.01-1.03x,

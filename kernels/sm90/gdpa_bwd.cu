@@ -714,13 +714,15 @@ __device__ __forceinline__ bool bwd_block_needs_mask(int key_lo, int q_lo, int l
 // queries x 128 keys) as an M-major A operand. Pair i = columns (2t, 2t+1) of 16-byte chunk i/2
 // of row g (+8): the XOR with g spreads the 32 lanes over all 32 banks. STMATRIX
 // (kBwdStmatrixDs): the same bytes by 4 stmatrix.x4 instead of 16 4-byte stores (epilogue.cuh
-// stmatrix_pairs; row_base is a multiple of 8, so the swizzle of row_base + r is that of r).
+// store_pairs; row_base is a multiple of 8, so the swizzle of row_base + r is that of r). The
+// 4-byte form stays a store through the generic pointer: routed through store_pairs' st.shared
+// it gave the accumulator path's kernels (which use it) another integer schedule.
 template <bool STMATRIX>
 __device__ __forceinline__ void store_ds_t(const unsigned (&dsk)[16], unsigned char* tile, int row_base,
                                            const FragThread& f) {
   if constexpr (STMATRIX) {
-    stmatrix_pairs<16, 64>(ptx::smem_addr(tile) + unsigned(row_base * kSw128RowBytes), f,
-                           [&](int i) { return dsk[i]; });
+    store_pairs<16, 64, true>(ptx::smem_addr(tile) + unsigned(row_base * kSw128RowBytes), f,
+                              [&](int i) { return dsk[i]; });
   } else {
 #pragma unroll
     for (int i = 0; i < 16; ++i)
@@ -859,7 +861,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
         ptx::named_barrier_sync(bar, 128);
         if (tid == 0) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
       }
-      stage_block_as<DTYPE, kBwdDqCols, 64, STMATRIX>(dq, staging, p.logit_scale * p.out_scale, f);
+      stage_block<DTYPE, kBwdDqCols, 64, STMATRIX>(dq, staging, p.logit_scale * p.out_scale, f);
       if (TMA && (h.flags & kDqJobTmaStore)) {
         ptx::fence_proxy_async_smem();  // generic stores -> the writer's TMA store (async proxy)
       } else {

@@ -83,7 +83,7 @@ void compile_clean(const std::vector<KernelSource>& sources) {
     if ((flags & kBwdDqFinish) && (flags & kBwdDqTmaStore))
       CHECK(count_of(sass, "UTMASTG.3D") >= 3);   // and the writer's store of finished dQ blocks
     // dV / dK (and finished dQ blocks) staged, and each step's dS^T published, by stmatrix.x4:
-    // D / 16 per block, 4 per dS^T half (epilogue.cuh stmatrix_pairs).
+    // D / 16 per block, 4 per dS^T half (epilogue.cuh store_pairs).
     const int stsm = count_of(sass, "STSM.16.M88.4");
     if (flags & kBwdStmatrix) CHECK(stsm >= 2 * (name.find(",64,") != std::string::npos ? 4 : 8));
     if (flags & kBwdStmatrixDs) CHECK(stsm >= 4);
