@@ -28,7 +28,9 @@ std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90
 void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles);
 
 // kBwdPair (kernels/sm90/bwd_config.h) applies: head_dim 64 or 128, no mask, no shared KV, and every
-// sequence has exactly two KV tiles (128 < Lk <= 256), so both run the same query steps.
+// sequence has the same number C of KV tiles, 2 <= C <= kBwdChainMaxTiles, so all run the same
+// query steps. sm90_bwd_chain_length returns C (the cluster size), or 0 where it does not apply.
+int sm90_bwd_chain_length(const ProblemDesc& p);
 bool sm90_bwd_pair_eligible(const ProblemDesc& p);
 // The list a pair launch walks: one entry per (sequence, KV head), its KV tile 0, in the policy's
 // order; the cluster's CTA of rank r runs KV tile r of it.

@@ -17,7 +17,8 @@
 //     per step through a kBwdQStages ring.
 //   warpgroup 0, warp 1: the dQ writer. Bulk-reduces each finished dQ job from shared memory into
 //     the fp32 accumulator (and orders those reduces in the deterministic mode); with kBwdPair,
-//     in cluster rank 0, copies it into rank 1's shared memory instead (bwd_pair_send_step). With
+//     in every cluster rank but the last, copies it into the next rank's shared memory instead
+//     (bwd_pair_send_step). With
 //     kBwdDqRed (unordered mode) the consumers add their jobs from registers and the writer only
 //     answers their barriers.
 //   warpgroups 1 and 2: consumers, 64 keys each, taking turns at issuing their GEMM batches
@@ -39,8 +40,9 @@
 // accumulator is not a tensor-map target: each dQ job is one contiguous 16 KB block
 // (bwd_config.h), added with a 1-D bulk reduce. The dQ tensor map (tm_dq) covers the io-dtype dQ
 // rows, for finished blocks stored by TMA (kBwdDqTmaStore).
-// kBwdPair: clusters of two CTAs, grid = 2 x min(entries, resident clusters), one list entry per
-// (sequence, KV head) (BwdWalk); nothing before the kernel and no dq_convert after it.
+// kBwdPair: clusters of C CTAs (C = every sequence's KV tile count, 2 to 8), grid = C x
+// min(entries, resident clusters), one list entry per (sequence, KV head) (BwdWalk); nothing
+// before the kernel and no dq_convert after it.
 //
 // Numerics (documented deviation, the forward does the same): the scales are folded out of the
 // rounded products. The kernel rounds P = act(S) and dS = act'(S) dP to the io dtype and applies
@@ -116,15 +118,15 @@ struct BwdTile {
 
 // The entries of the host's tile list this CTA runs, and which KV tile of an entry is its own.
 // Without kBwdPair: entries blockIdx.x, + gridDim.x, ..., each one KV tile. With it the grid is
-// made of clusters of two CTAs (consecutive blockIdx.x); cluster c runs entries c, + gridDim.x / 2,
-// ..., each naming KV tile 0 of a (sequence, KV head), and the CTA of cluster rank r runs KV tile
-// r of it, so the two KV tiles of a sequence run side by side.
+// made of clusters of C CTAs (C = the KV tiles of every sequence, 2 to 8: the KV chain); cluster c
+// runs entries c, + (clusters), ..., each naming KV tile 0 of a (sequence, KV head), and the CTA of
+// cluster rank r runs KV tile r of it, so all KV tiles of a sequence run side by side.
 template <bool PAIR>
 struct BwdWalk {
   int first, stride;
   __device__ __forceinline__ BwdWalk() {
-    first = PAIR ? int(blockIdx.x >> 1) : int(blockIdx.x);
-    stride = PAIR ? int(gridDim.x >> 1) : int(gridDim.x);
+    first = PAIR ? int(ptx::cluster_id_x()) : int(blockIdx.x);
+    stride = PAIR ? int(ptx::num_clusters_x()) : int(gridDim.x);
   }
   __device__ __forceinline__ static int kv_tile_add() { return PAIR ? int(ptx::cluster_ctarank()) : 0; }
 };
@@ -381,10 +383,12 @@ __device__ __forceinline__ void bwd_store_finished_job(const DqJobHeader& h, con
   ptx::bulk_commit_group();
 }
 
-// kBwdPair, one step of the writer. Rank 0 sends: the step's jobs (one per consumer at D = 128,
-// one in turn at D = 64) go from the consumers' staging buffers into rank 1's partial buffers of
-// the same consumer index, and each staging buffer is given back once rank 1 has read the copy
-// (its only completion signal). Rank 1 finishes: its consumers add the parts and stage the rows;
+// kBwdPair, one step of the writer. Every rank but the last sends: the step's jobs (one per
+// consumer at D = 128, one in turn at D = 64) go from the consumers' staging buffers into the next
+// rank's partial buffers of the same consumer index, and each staging buffer is given back once
+// that rank has read the copy (its only completion signal). A middle rank's jobs are the running
+// sums (its consumers added the previous rank's part to their own). The last rank finishes: its
+// consumers add the parts and stage the rows;
 // with TMA (kBwdDqTmaStore) this warp stores a job of whole rows and gives the buffer back once
 // the store has read it, otherwise the consumers copied the rows and their dq_full arrival
 // already says the buffer is free. `k` is each owner's job index of this step (dq_job_index),
@@ -395,7 +399,8 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
                                                    unsigned char* smem, const ptx::TensorMap* tm_dq, bool leader) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
-  const bool sender = ptx::cluster_ctarank() == 0;
+  const unsigned rank = ptx::cluster_ctarank();
+  const bool sender = rank + 1u < ptx::cluster_nctarank();
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;  // bwd_dq_owner_chunk
@@ -404,9 +409,9 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
     const unsigned char* staging = smem + dq_buffer_off<D>(owner, b);
     if (sender && leader) {
       const unsigned buf = ptx::smem_addr(smem + dq_buffer_off<D>(owner, kDqPartial));
-      const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[owner]), 1u);
+      const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[owner]), rank + 1u);
       ptx::mbarrier_arrive_expect_tx_remote(full, kBwdDqJobBytes);
-      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, 1u), staging, kBwdDqJobBytes, full);
+      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, rank + 1u), staging, kBwdDqJobBytes, full);
     }
     if (TMA && !sender && leader) {
       const DqJobHeader& h = bars->dq_job[owner][k & 1];
@@ -436,11 +441,12 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
 // TMA (kBwdDqTmaStore) and whole rows, staged for this warp's TMA store.
 //
 // PAIR (kBwdPair, with FINISH): no accumulator, no semaphores, no announcements (the CTA's rank
-// says what every job is). The CTA of cluster rank 0 (KV
-// tile 0) sends its part of every job to rank 1 (KV tile 1), which finishes the blocks: rank 1
-// runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
-// rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
-// the consumer of the same index in both CTAs, since both run the same steps.
+// says what every job is). The CTA of cluster rank 0 (KV tile 0) sends its part of every job to
+// rank 1 (KV tile 1), which adds its own and sends the sum on, and so on to the last rank, which
+// finishes the blocks: each rank runs a little behind the one before and waits for nothing else,
+// while rank 0 never waits for data, only for rank 1 to have read its previous copy
+// (bwd_pair_send_step). The job of (step, chunk) is done by the consumer of the same index in
+// every CTA, since all run the same steps.
 template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO, bool RED>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
@@ -805,10 +811,10 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // would have done), times logit_scale * out_scale, rounded and staged as the 64 x 64 block of dQ
 // rows, exactly as dq_convert would: the same bits. TMA (kBwdDqTmaStore) and whole rows: the
 // writer stores the staged block by TMA; otherwise the threads copy its rows after a barrier.
-// PAIR: no announcement; the header is computed here (rank 1 finishes every job, rank 0 sends
-// every job). The rank-0 CTA's part arrives in the partial buffer on pair_full[cw] (one copy per
-// job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
-// hears it on its pair_empty[cw].
+// PAIR: no announcement; the header is computed here (the last rank finishes every job, rank 0
+// stages its own part, a middle rank its part plus the previous rank's). The previous rank's part
+// arrives in the partial buffer on pair_full[cw] (one copy per job, so the k-th job waits parity
+// k & 1), and once every thread has read it, that rank's writer hears it on its pair_empty[cw].
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
 template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool RED, bool STMATRIX, class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, DqStage stage,
@@ -839,27 +845,40 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       ptx::named_barrier_sync(bar, 128);
       h = bars->dq_job[cw][k & 1];
     }
-    if (h.flags & kDqJobLast) {
-      if (h.flags & kDqJobPartial) {
-        if (PAIR) ptx::mbarrier_wait_cluster(&bars->pair_full[cw], k & 1u);
-        trace(kTrPartialIn, step);
-        const unsigned partial = ptx::smem_addr(smem) + dq_buffer_off<D>(cw, kDqPartial);
+    // The part of the earlier contributors (the accumulator's partial sum, or the previous rank's
+    // part in a cluster) added to ours in registers.
+    auto add_partial = [&] {
+      if (PAIR) ptx::mbarrier_wait_cluster(&bars->pair_full[cw], k & 1u);
+      trace(kTrPartialIn, step);
+      const unsigned partial = ptx::smem_addr(smem) + dq_buffer_off<D>(cw, kDqPartial);
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {  // float4 [q][tid] = our registers 4q..4q+3 (dq_frag_index)
-          const uint4 v = ptx::ld_shared_u128(partial + unsigned((q * 128 + tid) * 16));
-          dq[4 * q] = __uint_as_float(v.x) + dq[4 * q];
-          dq[4 * q + 1] = __uint_as_float(v.y) + dq[4 * q + 1];
-          dq[4 * q + 2] = __uint_as_float(v.z) + dq[4 * q + 2];
-          dq[4 * q + 3] = __uint_as_float(v.w) + dq[4 * q + 3];
-        }
-        // Our generic reads of the buffer before the TMA unit (async proxy) overwrites it for a
-        // later job, once our dq_full arrival has reached the writer.
-        ptx::fence_proxy_async_smem();
+      for (int q = 0; q < 8; ++q) {  // float4 [q][tid] = our registers 4q..4q+3 (dq_frag_index)
+        const uint4 v = ptx::ld_shared_u128(partial + unsigned((q * 128 + tid) * 16));
+        dq[4 * q] = __uint_as_float(v.x) + dq[4 * q];
+        dq[4 * q + 1] = __uint_as_float(v.y) + dq[4 * q + 1];
+        dq[4 * q + 2] = __uint_as_float(v.z) + dq[4 * q + 2];
+        dq[4 * q + 3] = __uint_as_float(v.w) + dq[4 * q + 3];
       }
+      // Our generic reads of the buffer before the TMA unit (async proxy) overwrites it for a
+      // later job, once our dq_full arrival has reached the writer.
+      ptx::fence_proxy_async_smem();
       if constexpr (PAIR) {
-        // Every thread has read the partner's part (and fenced the reads against the async proxy).
+        // Every thread has read the previous rank's part (and fenced the reads against the
+        // async proxy): its writer may give its staging buffer back and send the next one.
         ptx::named_barrier_sync(bar, 128);
-        if (tid == 0) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
+        if (tid == 0)
+          ptx::mbarrier_arrive_remote(
+              ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), ptx::cluster_ctarank() - 1u));
+      }
+    };
+    // A chain's middle rank adds the part it receives too, then stages the sum as rank 0 stages
+    // its own (only kBwdPair has a partial sum without a last job).
+    if constexpr (PAIR) {
+      if (h.flags & kDqJobPartial) add_partial();
+    }
+    if (h.flags & kDqJobLast) {
+      if constexpr (!PAIR) {
+        if (h.flags & kDqJobPartial) add_partial();
       }
       stage_block<DTYPE, kBwdDqCols, 64, STMATRIX>(dq, staging, p.logit_scale * p.out_scale, f);
       if (TMA && (h.flags & kDqJobTmaStore)) {
@@ -1040,10 +1059,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
           h.out = static_cast<unsigned short*>(p.dq) + (long long)row * (p.heads_q * D) + col;
         }
       };
-      if (kPair) {  // rank 1 finishes every block with rank 0's part; rank 0 only sends
-        if (ptx::cluster_ctarank() == 1) {
+      if (kPair) {  // the last rank finishes every block; the others add the part they receive and send
+        const unsigned rank = ptx::cluster_ctarank();
+        if (rank + 1u == ptx::cluster_nctarank()) {
           h.flags = kDqJobLast | kDqJobPartial;
           finish_here();
+        } else if (rank > 0u) {
+          h.flags = kDqJobPartial;
         }
       } else if (p.deterministic) {
         // KV tiles [first / BlockN, (last - 1) / BlockN] see query tile m (mask_key_range is exact
@@ -1238,8 +1260,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // stored while the writer may still hold the staging buffer with our last dQ job. The
     // partial buffer is free then: without kBwdDqFinish nothing uses it; with it, the next partial
     // sum is loaded into it only after our next announcement, which follows the final wait below;
-    // in a pair, rank 0 receives nothing. Rank 1's receives the partner's next part as soon as it
-    // has read this tile's last one, so rank 1 uses the staging buffer for both, after the writer.
+    // in a cluster, rank 0 receives nothing. The other ranks' receive the previous rank's next part
+    // as soon as they have read this tile's last one, so they use the staging buffer for both,
+    // after the writer.
     // Rank 0 with kBwdPairTwoStage stages its jobs in both buffers; with kBwdPairDvInDs (its
     // default) its dV then goes to our halves of the dS^T buffers, which wait only for this CTA's
     // last dQ jobs, and dK alone to the next job's buffer (1.02-1.07x on the pair sets); without it
@@ -1336,7 +1359,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   static_assert((kBwdAllFlags & kActMixMask) == 0, "the activation mix has bits 8..12 of FLAGS");
   static_assert(kBwdConsumerWarpgroups == 2, "the dQ chunk alternation assumes two consumers");
   static_assert(!(FLAGS & kBwdPair) || ((FLAGS & kBwdDqFinish) && MASK == kMaskNone),
-                "kBwdPair: the dQ finish, the same steps in both KV tiles");
+                "kBwdPair: the dQ finish, the same steps in every KV tile of the cluster");
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   static_assert(plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0 && plan.q_off % 1024 == 0 &&
                     plan.do_off % 1024 == 0 && plan.ds_off % 1024 == 0 && plan.q_bytes % 1024 == 0 &&
@@ -1382,8 +1405,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     ptx::fence_mbarrier_init();
   }
-  // kBwdPair: the partner CTA arrives on our barriers and copies into our shared memory, so its
-  // first such access must come after our inits: a cluster-wide barrier instead of the CTA's.
+  // kBwdPair: the neighbouring CTAs arrive on our barriers and copy into our shared memory, so
+  // their first such access must come after our inits: a cluster-wide barrier instead of the CTA's.
   if constexpr ((FLAGS & kBwdPair) != 0)
     ptx::cluster_sync_all();
   else

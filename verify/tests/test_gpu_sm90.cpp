@@ -405,6 +405,42 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_sts, p, dp, ctx);
     }
   }
+  TEST_CASE("sm90 backward: KV chains of 3 to 8 tiles give the bits of the ordered finish") {
+    // kBwdPair with C KV tiles per sequence: rank r adds the sum of ranks 0..r-1 to its part, so
+    // the last rank forms ((p0 + p1) + p2) + ..., the order the ordered finish adds in (the first
+    // contributor stores, the next ones add in KV order, the last adds its part to that sum): the
+    // same bits, or a rank added, dropped or read a part out of turn. Lk spread over the last tile
+    // (a partial last tile, zero-padded keys), jagged Lq with 0 and 1, GQA; both head dims.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (int chain : {3, 4, 8}) {
+      const DType dt = chain == 4 ? kFP16 : kBF16;
+      ProblemDesc p = half_fold_problem(kFastGelu, 120 + uint64_t(chain), 4, 2, 16);
+      p.dtype = dt;
+      p.head_dim = chain == 4 ? 64 : 128;
+      std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
+      for (int b = 0; b < p.batch(); ++b) {
+        lq[size_t(b)] = p.len_q(b);
+        lk[size_t(b)] = 128 * (chain - 1) + 1 + (b * 37) % 128;
+      }
+      lq[0] = 0;
+      lq[1] = 1;
+      p.cu_seqlens_q = offsets_from_lengths(lq);
+      p.cu_seqlens_k = offsets_from_lengths(lk);
+      REQUIRE(sm90_bwd_chain_length(p) == chain);
+      DeviceProblem dp(p, make_inputs(p, 121, true), true);
+      Sm90Options chained, ordered, chained_rows;
+      chained.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair;
+      ordered.bwd_flags = sm90::kBwdDefaultFlags;
+      chained_rows.bwd_flags = chained.bwd_flags & ~sm90::kBwdDqTmaStore;  // the last rank's threads copy the rows
+      Sm90Options chained_one_buffer;  // rank 0 stages every job in one buffer too
+      chained_one_buffer.bwd_flags = chained.bwd_flags & ~sm90::kBwdPairTwoStage;
+      CAPTURE(chain);
+      check_same_backward_bits(chained, ordered, p, dp, ctx);
+      check_same_backward_bits(chained, chained_rows, p, dp, ctx);
+      check_same_backward_bits(chained, chained_one_buffer, p, dp, ctx);
+    }
+  }
   TEST_CASE("sm90 backward: staging by stmatrix changes no bit of dQ, dK, dV") {
     // kBwdStmatrix (dV, dK and finished dQ blocks) and kBwdStmatrixDs (each step's dS^T half)
     // store the same bytes to the same swizzled places as the 4-byte stores; a wrong lane address

@@ -188,6 +188,14 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 257})));
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256})));
   CHECK(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));  // D = 64: jobs alternate
+  // Longer chains: every sequence with the same KV tile count, 2 .. kBwdChainMaxTiles (8).
+  CHECK(sm90_bwd_chain_length(p) == 2);
+  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {257, 300, 384})) == 3);
+  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {512, 512, 512})) == 4);
+  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {1024, 900, 897})) == 8);
+  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {1025, 1025, 1025})) == 0);  // 9 tiles
+  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {512, 384, 512})) == 0);  // 4, 3, 4
+  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {512, 512, 512})) == 0);
   Sm90Options opt;
   // Default flags (3145821 with the two stmatrix bits; kBwdDqFirst only with the ordered finish)
   // + unit scale (2) + kBwdPair (32)
