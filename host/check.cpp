@@ -217,19 +217,6 @@ std::vector<CheckCase> check_matrix(bool backward, uint64_t seed) {
     add("KV pairs G=2 D=64 scales", p);
   }
   {
-    ProblemDesc p = base(111);
-    // Every sequence with four KV tiles (384 < Lk <= 512): with kBwdPair (explicit flags, or the
-    // default where kBwdChainDefaultMaxTiles allows it) the KV tiles run as a chain of four CTAs.
-    const std::vector<int> lq = {700, 0, 1, 450, 65, 1100}, lk = {512, 385, 400, 511, 449, 460};
-    p.cu_seqlens_q = offsets_from_lengths(lq);
-    p.cu_seqlens_k = offsets_from_lengths(lk);
-    add("KV chain of 4", p);
-    p.heads_q = 4;
-    p.heads_kv = 1;
-    p.head_dim = 64;
-    add("KV chain of 4 MQA D=64", p);
-  }
-  {
     ProblemDesc p = base(107);
     p.logit_scale = 0.35f;
     p.out_scale = 1.75f;

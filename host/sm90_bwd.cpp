@@ -8,9 +8,8 @@
 //      kBwdDqFinish, the deterministic default, the kernel has written every block that has a
 //      contributor, and this pass only writes the zeros of blocks no key tile sees).
 // The accumulator uses the blocked per-query-tile layout of kernels/sm90/bwd_config.h.
-// With kBwdPair (every sequence has the same number C of KV tiles, 2 <= C <= 8, no mask) it is
-// only step 2, launched in clusters of C CTAs: the KV tiles of a sequence finish dQ between them
-// in shared memory (the KV chain).
+// With kBwdPair (every sequence has two KV tiles, no mask) it is only step 2, launched in clusters
+// of two CTAs: the two KV tiles of a sequence finish dQ between them in shared memory.
 #include "sm90_bwd.h"
 
 #include <algorithm>
@@ -51,17 +50,20 @@ void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles) {
   }
 }
 
-int sm90_bwd_chain_length(const ProblemDesc& p) {
-  if ((p.head_dim != 64 && p.head_dim != 128) || p.mask != kMaskNone || !p.kv_index.empty() || p.batch() == 0)
-    return 0;
-  const int tiles = (p.len_k(0) + sm90::kBwdBlockN - 1) / sm90::kBwdBlockN;
-  if (tiles < 2 || tiles > sm90::kBwdChainMaxTiles) return 0;
-  for (int b = 1; b < p.batch(); ++b)
-    if ((p.len_k(b) + sm90::kBwdBlockN - 1) / sm90::kBwdBlockN != tiles) return 0;
-  return tiles;
+bool sm90_bwd_pair_eligible(const ProblemDesc& p) {
+  if ((p.head_dim != 64 && p.head_dim != 128) || p.mask != kMaskNone || !p.kv_index.empty()) return false;
+  for (int b = 0; b < p.batch(); ++b)
+    if (p.len_k(b) <= sm90::kBwdBlockN || p.len_k(b) > 2 * sm90::kBwdBlockN) return false;
+  return p.batch() > 0;
 }
 
-bool sm90_bwd_pair_eligible(const ProblemDesc& p) { return sm90_bwd_chain_length(p) > 0; }
+bool sm90_bwd_has_empty_half(const ProblemDesc& p) {
+  for (int b = 0; b < p.batch(); ++b) {
+    const int tail = p.len_k(b) % sm90::kBwdBlockN;
+    if (tail > 0 && tail <= sm90::kBwdBlockN / 2) return true;
+  }
+  return false;
+}
 
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles) {
   std::vector<WorkTile> items;
@@ -85,10 +87,8 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // Pairs where the problem allows them and the query steps per KV tile are many enough to pay
   // (bwd_config.h kBwdPairMinMeanLenQ), in either mode: rank 1 adds rank 0's part to its own, one
   // fixed order, so the result is deterministic anyway.
-  // Chains longer than a pair by default only up to kBwdChainDefaultMaxTiles (measured there).
-  const int chain = sm90_bwd_chain_length(p);
-  if (o.bwd_flags < 0 && !(o.bwd_flags_drop & (sm90::kBwdPair | sm90::kBwdDqFinish)) && chain > 0 &&
-      chain <= sm90::kBwdChainDefaultMaxTiles && p.total_q() >= int64_t(sm90::kBwdPairMinMeanLenQ) * p.batch())
+  if (o.bwd_flags < 0 && !(o.bwd_flags_drop & (sm90::kBwdPair | sm90::kBwdDqFinish)) && sm90_bwd_pair_eligible(p) &&
+      p.total_q() >= int64_t(sm90::kBwdPairMinMeanLenQ) * p.batch())
     f |= sm90::kBwdPair | sm90::kBwdDqFinish;
   if (!(f & sm90::kBwdPair)) f &= ~sm90::kBwdPairTwoStage;  // pairs only
   if (!(f & sm90::kBwdPairTwoStage)) f &= ~sm90::kBwdPairDvInDs;  // its rank 0 with two buffers only
@@ -130,6 +130,9 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (o.bwd_flags < 0 && (f & sm90::kBwdDqFinish) && !(f & sm90::kBwdPair) && p.head_dim == 128 &&
       !sm90::bwd_early_act_fits(p.head_dim, p.activation))
     f &= ~(sm90::kBwdStmatrix | sm90::kBwdStmatrixDs);
+  // The idle second half only where some KV tile has one (a sequence with Lk % 128 in 1..64):
+  // elsewhere the bit would only name a copy of the same work.
+  if (o.bwd_flags < 0 && !sm90_bwd_has_empty_half(p)) f &= ~sm90::kBwdSkipEmptyHalf;
   if (!o.bwd_trace.empty()) f |= sm90::kBwdTrace;
   return sm90_with_act_mix(f, o, p, true);
 }
@@ -169,11 +172,8 @@ class Sm90BackwardImpl final : public Sm90Backward {
     const int flags = bwd_flags_of(opt_, p);
     if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask)) throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     pair_ = (flags & sm90::kBwdPair) != 0;
-    chain_ = pair_ ? sm90_bwd_chain_length(p) : 1;
-    if (pair_ && (chain_ == 0 || !(flags & sm90::kBwdDqFinish)))
-      throw ProblemError("sm90 backward: kBwdPair needs no mask, head_dim 64 or 128, the same number of KV tiles "
-                         "(2 to " + std::to_string(sm90::kBwdChainMaxTiles) +
-                         ") in every sequence, and kBwdDqFinish");
+    if (pair_ && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish)))
+      throw ProblemError("sm90 backward: kBwdPair needs no mask, every Lk in (128, 256] and kBwdDqFinish");
     desc_ = p;
     sms_ = dev.sm_count;
     main_ = load(main_source(p, flags));
@@ -188,14 +188,13 @@ class Sm90BackwardImpl final : public Sm90Backward {
       // The workers are the clusters the device holds at once; a cluster never waits on another,
       // so the policy's order needs no deterministic fix-up.
       LaunchShape shape = main_shape();
-      shape.grid[0] = unsigned(chain_);
+      shape.grid[0] = 2;
       const int clusters = max_active_clusters(main_->function(), shape);
-      if (clusters < 1)
-        throw CudaError("sm90 backward: the device cannot hold one cluster of " + std::to_string(chain_) + " CTAs");
+      if (clusters < 1) throw CudaError("sm90 backward: the device cannot hold one cluster of two CTAs");
       const std::vector<WorkTile> grid_order =
           build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, SchedulePolicy::kGridOrder, clusters);
       tiles = apply_policy(sm90_bwd_pair_items(grid_order), opt_.policy, clusters);
-      grid_ = unsigned(chain_) * persistent_grid(tiles.size(), clusters);
+      grid_ = 2u * persistent_grid(tiles.size(), clusters);
     } else {
       tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, sms_);
       if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
@@ -283,8 +282,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
   int num_tiles_ = 0;
   long long slots_ = 0;
   size_t smem_ = 0;
-  bool pair_ = false;  // kBwdPair: clusters of chain_ CTAs, no accumulator, no dq_convert
-  int chain_ = 1;       // KV tiles per sequence = CTAs per cluster with kBwdPair
+  bool pair_ = false;  // kBwdPair: clusters of two, no accumulator, no dq_convert
   unsigned grid_ = 0;
   TraceBuffer trace_;  // kBwdTrace only
 
@@ -292,7 +290,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     LaunchShape shape;
     shape.block[0] = sm90::kBwdThreads;
     shape.dynamic_smem = smem_;
-    if (pair_) shape.cluster[0] = unsigned(chain_);
+    if (pair_) shape.cluster[0] = 2;
     return shape;
   }
 };

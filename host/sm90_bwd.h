@@ -28,10 +28,11 @@ std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90
 void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles);
 
 // kBwdPair (kernels/sm90/bwd_config.h) applies: head_dim 64 or 128, no mask, no shared KV, and every
-// sequence has the same number C of KV tiles, 2 <= C <= kBwdChainMaxTiles, so all run the same
-// query steps. sm90_bwd_chain_length returns C (the cluster size), or 0 where it does not apply.
-int sm90_bwd_chain_length(const ProblemDesc& p);
+// sequence has exactly two KV tiles (128 < Lk <= 256), so both run the same query steps.
 bool sm90_bwd_pair_eligible(const ProblemDesc& p);
+// Some KV tile has no key in its second half (a sequence with Lk % 128 in 1..64): kBwdSkipEmptyHalf
+// has work to skip.
+bool sm90_bwd_has_empty_half(const ProblemDesc& p);
 // The list a pair launch walks: one entry per (sequence, KV head), its KV tile 0, in the policy's
 // order; the cluster's CTA of rank r runs KV tile r of it.
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles);

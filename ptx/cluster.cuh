@@ -18,25 +18,6 @@ __device__ __forceinline__ unsigned cluster_ctarank() {
   return r;
 }
 
-// CTAs per cluster (the launch's cluster shape, 1-D here).
-__device__ __forceinline__ unsigned cluster_nctarank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
-  return r;
-}
-
-// The cluster's index in the grid and the number of clusters (x dimension; 1-D grids here).
-__device__ __forceinline__ unsigned cluster_id_x() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned num_clusters_x() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
-  return r;
-}
-
 // Every thread of every CTA of the cluster; release / acquire order shared-memory writes (and
 // mbarrier inits, after fence_mbarrier_init) before any other CTA's use of them.
 __device__ __forceinline__ void cluster_sync_all() {

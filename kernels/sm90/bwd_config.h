@@ -34,16 +34,14 @@ enum BwdFlags : int {
   // the other computes P^T and dS^T, instead of interleaving both warpgroups' wgmmas so that both
   // wait for them and then both compute at once.
   kBwdPingpong = 16,
-  // Chosen by the host where every sequence has the same number C of KV tiles (2 <= C <=
-  // kBwdChainMaxTiles) and no mask (sm90_bwd_chain_length): the grid runs in clusters of C CTAs,
-  // and the C KV tiles of one (sequence, KV head) run side by side, one per CTA, over the same
-  // query steps. Each dQ block then has exactly these C contributors, and they finish it without
-  // the fp32 accumulator: the CTA of rank 0 copies its part of each job straight into rank 1's
-  // shared memory (distributed shared memory: a bulk copy completing on a remote mbarrier), each
-  // middle rank adds its part and copies the sum on to the next rank (the KV chain), and the last
-  // rank finishes the block as the last contributor does with kBwdDqFinish. No semaphores, no
-  // partial sums through L2, no dq_convert pass. Needs kBwdDqFinish (the finishing code). The
-  // name is from the first form, C = 2.
+  // Chosen by the host where every sequence has two KV tiles (128 < Lk <= 256) and no mask
+  // (bwd_pair_eligible): the grid runs in clusters of two CTAs, and the two KV tiles of one
+  // (sequence, KV head) run side by side, one per CTA, over the same query steps. Each dQ block
+  // then has exactly these two contributors, and they finish it without the fp32 accumulator:
+  // the CTA of rank 0 copies its part of each job straight into rank 1's shared memory
+  // (distributed shared memory: a bulk copy completing on a remote mbarrier), and rank 1 finishes
+  // the block as the last contributor does with kBwdDqFinish. No semaphores, no partial sums
+  // through L2, no dq_convert pass. Needs kBwdDqFinish (the finishing code).
   kBwdPair = 32,
   // A dQ block the kernel finishes (kBwdDqFinish, kBwdPair) whose 64 rows all lie inside the
   // sequence leaves by one TMA store, issued by the dQ writer warp from the consumer's staging
@@ -125,12 +123,20 @@ enum BwdFlags : int {
   // three rounds), so the host's default takes it with kBwdDqFinish only. Why the accumulator path
   // loses was not measured.
   kBwdStmatrixDs = 1 << 21,
+  // A KV tile whose keys end in its first half (Lk - n0 <= 64, the last tile of a sequence with
+  // Lk % 128 in 1..64): the second consumer warpgroup, all of whose keys lie past the end, issues
+  // no S^T, dP^T, dV or dK product and computes no activation. It still takes its turns, releases
+  // its slots and runs its dQ jobs (they need all 128 keys of dS^T), and writes its half of each
+  // dS^T buffer as zeros at the tile's first two steps (afterwards nothing overwrites them inside
+  // the tile). The keys' products are exact zeros either way, so dQ keeps its bits. The forward's
+  // kFwdSkipEmptyHalf for keys. The host keeps it only where some sequence has such a tile.
+  kBwdSkipEmptyHalf = 1 << 22,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
-                     kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs,
+                     kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
-                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs,
+                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -177,10 +183,6 @@ constexpr int kBwdDqRedMinMeanLenK = 384;
 // announcement; with both gone (kBwdDqTmaStore) 1.05x (self s = 1 and cross L = 256,
 // `ab-pair-l256-*`). Shorter query sets were not measured, so the rule stops there.
 constexpr int kBwdPairMinMeanLenQ = 256;
-// The longest KV chain (cluster of CTAs) kBwdPair runs: the portable cluster size limit of sm_90.
-constexpr int kBwdChainMaxTiles = 8;
-// The longest chain the host chooses by default (longer ones only with explicit flags).
-constexpr int kBwdChainDefaultMaxTiles = 2;
 
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdBlockM = 64;                           // query rows per inner step

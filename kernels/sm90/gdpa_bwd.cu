@@ -17,8 +17,7 @@
 //     per step through a kBwdQStages ring.
 //   warpgroup 0, warp 1: the dQ writer. Bulk-reduces each finished dQ job from shared memory into
 //     the fp32 accumulator (and orders those reduces in the deterministic mode); with kBwdPair,
-//     in every cluster rank but the last, copies it into the next rank's shared memory instead
-//     (bwd_pair_send_step). With
+//     in cluster rank 0, copies it into rank 1's shared memory instead (bwd_pair_send_step). With
 //     kBwdDqRed (unordered mode) the consumers add their jobs from registers and the writer only
 //     answers their barriers.
 //   warpgroups 1 and 2: consumers, 64 keys each, taking turns at issuing their GEMM batches
@@ -40,9 +39,8 @@
 // accumulator is not a tensor-map target: each dQ job is one contiguous 16 KB block
 // (bwd_config.h), added with a 1-D bulk reduce. The dQ tensor map (tm_dq) covers the io-dtype dQ
 // rows, for finished blocks stored by TMA (kBwdDqTmaStore).
-// kBwdPair: clusters of C CTAs (C = every sequence's KV tile count, 2 to 8), grid = C x
-// min(entries, resident clusters), one list entry per (sequence, KV head) (BwdWalk); nothing
-// before the kernel and no dq_convert after it.
+// kBwdPair: clusters of two CTAs, grid = 2 x min(entries, resident clusters), one list entry per
+// (sequence, KV head) (BwdWalk); nothing before the kernel and no dq_convert after it.
 //
 // Numerics (documented deviation, the forward does the same): the scales are folded out of the
 // rounded products. The kernel rounds P = act(S) and dS = act'(S) dP to the io dtype and applies
@@ -118,15 +116,15 @@ struct BwdTile {
 
 // The entries of the host's tile list this CTA runs, and which KV tile of an entry is its own.
 // Without kBwdPair: entries blockIdx.x, + gridDim.x, ..., each one KV tile. With it the grid is
-// made of clusters of C CTAs (C = the KV tiles of every sequence, 2 to 8: the KV chain); cluster c
-// runs entries c, + (clusters), ..., each naming KV tile 0 of a (sequence, KV head), and the CTA of
-// cluster rank r runs KV tile r of it, so all KV tiles of a sequence run side by side.
+// made of clusters of two CTAs (consecutive blockIdx.x); cluster c runs entries c, + gridDim.x / 2,
+// ..., each naming KV tile 0 of a (sequence, KV head), and the CTA of cluster rank r runs KV tile
+// r of it, so the two KV tiles of a sequence run side by side.
 template <bool PAIR>
 struct BwdWalk {
   int first, stride;
   __device__ __forceinline__ BwdWalk() {
-    first = PAIR ? int(ptx::cluster_id_x()) : int(blockIdx.x);
-    stride = PAIR ? int(ptx::num_clusters_x()) : int(gridDim.x);
+    first = PAIR ? int(blockIdx.x >> 1) : int(blockIdx.x);
+    stride = PAIR ? int(gridDim.x >> 1) : int(gridDim.x);
   }
   __device__ __forceinline__ static int kv_tile_add() { return PAIR ? int(ptx::cluster_ctarank()) : 0; }
 };
@@ -383,12 +381,10 @@ __device__ __forceinline__ void bwd_store_finished_job(const DqJobHeader& h, con
   ptx::bulk_commit_group();
 }
 
-// kBwdPair, one step of the writer. Every rank but the last sends: the step's jobs (one per
-// consumer at D = 128, one in turn at D = 64) go from the consumers' staging buffers into the next
-// rank's partial buffers of the same consumer index, and each staging buffer is given back once
-// that rank has read the copy (its only completion signal). A middle rank's jobs are the running
-// sums (its consumers added the previous rank's part to their own). The last rank finishes: its
-// consumers add the parts and stage the rows;
+// kBwdPair, one step of the writer. Rank 0 sends: the step's jobs (one per consumer at D = 128,
+// one in turn at D = 64) go from the consumers' staging buffers into rank 1's partial buffers of
+// the same consumer index, and each staging buffer is given back once rank 1 has read the copy
+// (its only completion signal). Rank 1 finishes: its consumers add the parts and stage the rows;
 // with TMA (kBwdDqTmaStore) this warp stores a job of whole rows and gives the buffer back once
 // the store has read it, otherwise the consumers copied the rows and their dq_full arrival
 // already says the buffer is free. `k` is each owner's job index of this step (dq_job_index),
@@ -399,8 +395,7 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
                                                    unsigned char* smem, const ptx::TensorMap* tm_dq, bool leader) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr int kChunks = D / kBwdDqCols;
-  const unsigned rank = ptx::cluster_ctarank();
-  const bool sender = rank + 1u < ptx::cluster_nctarank();
+  const bool sender = ptx::cluster_ctarank() == 0;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int owner = (step + c) & 1;  // bwd_dq_owner_chunk
@@ -409,9 +404,9 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
     const unsigned char* staging = smem + dq_buffer_off<D>(owner, b);
     if (sender && leader) {
       const unsigned buf = ptx::smem_addr(smem + dq_buffer_off<D>(owner, kDqPartial));
-      const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[owner]), rank + 1u);
+      const unsigned full = ptx::map_shared_rank(ptx::smem_addr(&bars->pair_full[owner]), 1u);
       ptx::mbarrier_arrive_expect_tx_remote(full, kBwdDqJobBytes);
-      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, rank + 1u), staging, kBwdDqJobBytes, full);
+      ptx::bulk_copy_s2c(ptx::map_shared_rank(buf, 1u), staging, kBwdDqJobBytes, full);
     }
     if (TMA && !sender && leader) {
       const DqJobHeader& h = bars->dq_job[owner][k & 1];
@@ -441,12 +436,11 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
 // TMA (kBwdDqTmaStore) and whole rows, staged for this warp's TMA store.
 //
 // PAIR (kBwdPair, with FINISH): no accumulator, no semaphores, no announcements (the CTA's rank
-// says what every job is). The CTA of cluster rank 0 (KV tile 0) sends its part of every job to
-// rank 1 (KV tile 1), which adds its own and sends the sum on, and so on to the last rank, which
-// finishes the blocks: each rank runs a little behind the one before and waits for nothing else,
-// while rank 0 never waits for data, only for rank 1 to have read its previous copy
-// (bwd_pair_send_step). The job of (step, chunk) is done by the consumer of the same index in
-// every CTA, since all run the same steps.
+// says what every job is). The CTA of cluster rank 0 (KV
+// tile 0) sends its part of every job to rank 1 (KV tile 1), which finishes the blocks: rank 1
+// runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
+// rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
+// the consumer of the same index in both CTAs, since both run the same steps.
 template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO, bool RED>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
@@ -811,10 +805,10 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // would have done), times logit_scale * out_scale, rounded and staged as the 64 x 64 block of dQ
 // rows, exactly as dq_convert would: the same bits. TMA (kBwdDqTmaStore) and whole rows: the
 // writer stores the staged block by TMA; otherwise the threads copy its rows after a barrier.
-// PAIR: no announcement; the header is computed here (the last rank finishes every job, rank 0
-// stages its own part, a middle rank its part plus the previous rank's). The previous rank's part
-// arrives in the partial buffer on pair_full[cw] (one copy per job, so the k-th job waits parity
-// k & 1), and once every thread has read it, that rank's writer hears it on its pair_empty[cw].
+// PAIR: no announcement; the header is computed here (rank 1 finishes every job, rank 0 sends
+// every job). The rank-0 CTA's part arrives in the partial buffer on pair_full[cw] (one copy per
+// job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
+// hears it on its pair_empty[cw].
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
 template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool RED, bool STMATRIX, class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, DqStage stage,
@@ -845,40 +839,27 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       ptx::named_barrier_sync(bar, 128);
       h = bars->dq_job[cw][k & 1];
     }
-    // The part of the earlier contributors (the accumulator's partial sum, or the previous rank's
-    // part in a cluster) added to ours in registers.
-    auto add_partial = [&] {
-      if (PAIR) ptx::mbarrier_wait_cluster(&bars->pair_full[cw], k & 1u);
-      trace(kTrPartialIn, step);
-      const unsigned partial = ptx::smem_addr(smem) + dq_buffer_off<D>(cw, kDqPartial);
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {  // float4 [q][tid] = our registers 4q..4q+3 (dq_frag_index)
-        const uint4 v = ptx::ld_shared_u128(partial + unsigned((q * 128 + tid) * 16));
-        dq[4 * q] = __uint_as_float(v.x) + dq[4 * q];
-        dq[4 * q + 1] = __uint_as_float(v.y) + dq[4 * q + 1];
-        dq[4 * q + 2] = __uint_as_float(v.z) + dq[4 * q + 2];
-        dq[4 * q + 3] = __uint_as_float(v.w) + dq[4 * q + 3];
-      }
-      // Our generic reads of the buffer before the TMA unit (async proxy) overwrites it for a
-      // later job, once our dq_full arrival has reached the writer.
-      ptx::fence_proxy_async_smem();
-      if constexpr (PAIR) {
-        // Every thread has read the previous rank's part (and fenced the reads against the
-        // async proxy): its writer may give its staging buffer back and send the next one.
-        ptx::named_barrier_sync(bar, 128);
-        if (tid == 0)
-          ptx::mbarrier_arrive_remote(
-              ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), ptx::cluster_ctarank() - 1u));
-      }
-    };
-    // A chain's middle rank adds the part it receives too, then stages the sum as rank 0 stages
-    // its own (only kBwdPair has a partial sum without a last job).
-    if constexpr (PAIR) {
-      if (h.flags & kDqJobPartial) add_partial();
-    }
     if (h.flags & kDqJobLast) {
-      if constexpr (!PAIR) {
-        if (h.flags & kDqJobPartial) add_partial();
+      if (h.flags & kDqJobPartial) {
+        if (PAIR) ptx::mbarrier_wait_cluster(&bars->pair_full[cw], k & 1u);
+        trace(kTrPartialIn, step);
+        const unsigned partial = ptx::smem_addr(smem) + dq_buffer_off<D>(cw, kDqPartial);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {  // float4 [q][tid] = our registers 4q..4q+3 (dq_frag_index)
+          const uint4 v = ptx::ld_shared_u128(partial + unsigned((q * 128 + tid) * 16));
+          dq[4 * q] = __uint_as_float(v.x) + dq[4 * q];
+          dq[4 * q + 1] = __uint_as_float(v.y) + dq[4 * q + 1];
+          dq[4 * q + 2] = __uint_as_float(v.z) + dq[4 * q + 2];
+          dq[4 * q + 3] = __uint_as_float(v.w) + dq[4 * q + 3];
+        }
+        // Our generic reads of the buffer before the TMA unit (async proxy) overwrites it for a
+        // later job, once our dq_full arrival has reached the writer.
+        ptx::fence_proxy_async_smem();
+      }
+      if constexpr (PAIR) {
+        // Every thread has read the partner's part (and fenced the reads against the async proxy).
+        ptx::named_barrier_sync(bar, 128);
+        if (tid == 0) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));
       }
       stage_block<DTYPE, kBwdDqCols, 64, STMATRIX>(dq, staging, p.logit_scale * p.out_scale, f);
       if (TMA && (h.flags & kDqJobTmaStore)) {
@@ -985,6 +966,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
   constexpr bool kStmatrix = (FLAGS & kBwdStmatrix) != 0;
   constexpr bool kStmatrixDs = (FLAGS & kBwdStmatrixDs) != 0;
+  constexpr bool kSkipEmptyHalf = (FLAGS & kBwdSkipEmptyHalf) != 0;
   const DqStage dq_stage = dq_stage_of<kTwo, kPair && (FLAGS & kBwdPairTwoStage) != 0>();
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
@@ -1059,13 +1041,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
           h.out = static_cast<unsigned short*>(p.dq) + (long long)row * (p.heads_q * D) + col;
         }
       };
-      if (kPair) {  // the last rank finishes every block; the others add the part they receive and send
-        const unsigned rank = ptx::cluster_ctarank();
-        if (rank + 1u == ptx::cluster_nctarank()) {
+      if (kPair) {  // rank 1 finishes every block with rank 0's part; rank 0 only sends
+        if (ptx::cluster_ctarank() == 1) {
           h.flags = kDqJobLast | kDqJobPartial;
           finish_here();
-        } else if (rank > 0u) {
-          h.flags = kDqJobPartial;
         }
       } else if (p.deterministic) {
         // KV tiles [first / BlockN, (last - 1) / BlockN] see query tile m (mask_key_range is exact
@@ -1088,8 +1067,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // step to finish). Two straight-line instantiations instead of a branch around the dQ issue:
     // with a wgmma group in flight across that branch ptxas serializes every wgmma and spills.
     int ls = 0;
-    auto step_body = [&](auto has_dq) {
+    // IDLE (kBwdSkipEmptyHalf): all of this warpgroup's keys lie past the sequence's end; the
+    // step keeps every wait, arrival and turn but issues only the dQ job.
+    auto step_body = [&](auto has_dq, auto idle_half) {
       constexpr bool kHasDq = decltype(has_dq)::value;
+      constexpr bool kIdle = decltype(idle_half)::value;
       const int query0 = bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, ls).m * kBwdBlockM;
       const int qs = step % kBwdQStages;
       const unsigned q_tile = base + plan.q_off + qs * plan.q_bytes;
@@ -1114,41 +1096,54 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       trace(kTrQdoReady, step);
       BwdTurns<FLAGS>::wait(cw);
       trace(kTrTurnA, step);
-      ptx::wgmma_fence();
-      issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
-      if (kEarlyAct) ptx::wgmma_commit();
-      issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
-      ptx::wgmma_commit();
+      if constexpr (!kIdle) {
+        ptx::wgmma_fence();
+        issue_keys_x_tile<DTYPE, D>(s_acc, k_tile, 64 * cw, q_tile);
+        if (kEarlyAct) ptx::wgmma_commit();
+        issue_keys_x_tile<DTYPE, D>(dp_acc, v_tile, 64 * cw, do_tile);
+        ptx::wgmma_commit();
+      }
       BwdTurns<FLAGS>::pass(cw);
 
       // 3-4: P^T and dS^T (kEarlyAct: P^T and act' while dP^T still runs).
-      ptx::wgmma_wait<kEarlyAct ? 1 : 0>();
-      ptx::fence_operand(s_acc);
-      trace(kTrADone, step);
-      if (kEarlyAct) {
-        scores_to_p_dact<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS), kTwice>(s_acc, pk, p.logit_scale);
-        ptx::wgmma_wait<0>();
-      }
-      ptx::fence_operand(dp_acc);
-      // dP^T is V's only reader: after the tile's last one, the producer may load the next tile's
-      // V while this tile's last dV / dK / dQ products and its epilogue still run.
-      if (ls == ts.steps - 1) consumer_release(bars->v);
-      if (kEarlyAct)
-        dact_to_ds<DTYPE>(s_acc, dp_acc, dsk);
-      else
-        scores_to_p_ds<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS), kTwice>(s_acc, dp_acc, pk, dsk, p.logit_scale);
-      {
-        const int key0 = ts.n0 + 64 * cw, len_q = ts.len_q, len_k = ts.len_k;
-        if (bwd_block_needs_mask<MASK>(key0, query0, len_q, len_k, p))
-          mask_p_ds<MASK>(pk, dsk, f, key0, query0, MaskBounds{len_q, len_k, p.window_left, p.window_right});
+      if constexpr (kIdle) {
+        if (ls == ts.steps - 1) consumer_release(bars->v);  // as below: the tile's last dP^T is done
+      } else {
+        ptx::wgmma_wait<kEarlyAct ? 1 : 0>();
+        ptx::fence_operand(s_acc);
+        trace(kTrADone, step);
+        if (kEarlyAct) {
+          scores_to_p_dact<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS), kTwice>(s_acc, pk, p.logit_scale);
+          ptx::wgmma_wait<0>();
+        }
+        ptx::fence_operand(dp_acc);
+        // dP^T is V's only reader: after the tile's last one, the producer may load the next tile's
+        // V while this tile's last dV / dK / dQ products and its epilogue still run.
+        if (ls == ts.steps - 1) consumer_release(bars->v);
+        if (kEarlyAct)
+          dact_to_ds<DTYPE>(s_acc, dp_acc, dsk);
+        else
+          scores_to_p_ds<DTYPE, ACT, kUnitScale, act_mix_of(FLAGS), kTwice>(s_acc, dp_acc, pk, dsk, p.logit_scale);
+        {
+          const int key0 = ts.n0 + 64 * cw, len_q = ts.len_q, len_k = ts.len_k;
+          if (bwd_block_needs_mask<MASK>(key0, query0, len_q, len_k, p))
+            mask_p_ds<MASK>(pk, dsk, f, key0, query0, MaskBounds{len_q, len_k, p.window_left, p.window_right});
+        }
       }
       trace(kTrActComputed, step);
 
-      // 5: publish our half of dS^T(step).
+      // 5: publish our half of dS^T(step) (IDLE: zeros, into each buffer once per tile).
       {
         const int buf = step % kBwdDsStages;
         wait_ds_empty(step, bars);
-        store_ds_t<kStmatrixDs>(dsk, smem + plan.ds_off + buf * plan.ds_bytes, 64 * cw, f);
+        if constexpr (kIdle) {
+          if (ls < kBwdDsStages) {
+            const unsigned zeros[16] = {};
+            store_ds_t<kStmatrixDs>(zeros, smem + plan.ds_off + buf * plan.ds_bytes, 64 * cw, f);
+          }
+        } else {
+          store_ds_t<kStmatrixDs>(dsk, smem + plan.ds_off + buf * plan.ds_bytes, 64 * cw, f);
+        }
         ptx::fence_proxy_async_smem();  // generic stores -> the dQ wgmma (async proxy)
         __syncwarp();
         if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_full[buf]);
@@ -1180,9 +1175,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       };
       ptx::wgmma_fence();
       if (kDqFirst) dq_issue();
-      issue_acc_rs<DTYPE, D>(dv, pk, do_tile);
-      issue_acc_rs<DTYPE, D>(dk, dsk, q_tile);
-      ptx::wgmma_commit();
+      if constexpr (!kIdle) {
+        issue_acc_rs<DTYPE, D>(dv, pk, do_tile);
+        issue_acc_rs<DTYPE, D>(dk, dsk, q_tile);
+      }
+      ptx::wgmma_commit();  // IDLE: an empty group, so that the waits below count the same groups
       if (!kDqFirst) dq_issue();
       BwdTurns<FLAGS>::pass(cw);
 
@@ -1201,15 +1198,19 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         dq_hand_over();
       } else {
         ptx::wgmma_wait<1>();
-        ptx::fence_operand(pk);
-        ptx::fence_operand(dsk);
+        if constexpr (!kIdle) {
+          ptx::fence_operand(pk);
+          ptx::fence_operand(dsk);
+        }
         ptx::fence_operand(dv);
         ptx::fence_operand(dk);
         consumer_release(bars->qdo[qs]);
       }
       ptx::wgmma_wait<0>();
-      ptx::fence_operand(pk);
-      ptx::fence_operand(dsk);
+      if constexpr (!kIdle) {
+        ptx::fence_operand(pk);
+        ptx::fence_operand(dsk);
+      }
       ptx::fence_operand(dv);
       ptx::fence_operand(dk);
       ptx::fence_operand(dq);
@@ -1229,12 +1230,18 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ptx::named_barrier_sync(kBwdBarEpilogueBase + cw, 128);
     }
     trace(kTrTileStart, step);
-    for (; ls < ts.steps; ++ls, ++step) {
-      if (kDefer && ls == 0)
-        step_body(BoolConstant<false>{});
-      else
-        step_body(BoolConstant<true>{});
-    }
+    auto run_steps = [&](auto idle_half) {
+      for (; ls < ts.steps; ++ls, ++step) {
+        if (kDefer && ls == 0)
+          step_body(BoolConstant<false>{}, idle_half);
+        else
+          step_body(BoolConstant<true>{}, idle_half);
+      }
+    };
+    if (kSkipEmptyHalf && 64 * cw >= ts.len_k - ts.n0)
+      run_steps(BoolConstant<kSkipEmptyHalf>{});
+    else
+      run_steps(BoolConstant<false>{});
 
     if constexpr (kDefer) {  // the last step's dQ job, while K is still resident
       float dq[32];
@@ -1260,9 +1267,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // stored while the writer may still hold the staging buffer with our last dQ job. The
     // partial buffer is free then: without kBwdDqFinish nothing uses it; with it, the next partial
     // sum is loaded into it only after our next announcement, which follows the final wait below;
-    // in a cluster, rank 0 receives nothing. The other ranks' receive the previous rank's next part
-    // as soon as they have read this tile's last one, so they use the staging buffer for both,
-    // after the writer.
+    // in a pair, rank 0 receives nothing. Rank 1's receives the partner's next part as soon as it
+    // has read this tile's last one, so rank 1 uses the staging buffer for both, after the writer.
     // Rank 0 with kBwdPairTwoStage stages its jobs in both buffers; with kBwdPairDvInDs (its
     // default) its dV then goes to our halves of the dS^T buffers, which wait only for this CTA's
     // last dQ jobs, and dK alone to the next job's buffer (1.02-1.07x on the pair sets); without it
@@ -1359,7 +1365,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   static_assert((kBwdAllFlags & kActMixMask) == 0, "the activation mix has bits 8..12 of FLAGS");
   static_assert(kBwdConsumerWarpgroups == 2, "the dQ chunk alternation assumes two consumers");
   static_assert(!(FLAGS & kBwdPair) || ((FLAGS & kBwdDqFinish) && MASK == kMaskNone),
-                "kBwdPair: the dQ finish, the same steps in every KV tile of the cluster");
+                "kBwdPair: the dQ finish, the same steps in both KV tiles");
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   static_assert(plan.k_off % 1024 == 0 && plan.v_off % 1024 == 0 && plan.q_off % 1024 == 0 &&
                     plan.do_off % 1024 == 0 && plan.ds_off % 1024 == 0 && plan.q_bytes % 1024 == 0 &&
@@ -1405,8 +1411,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     }
     ptx::fence_mbarrier_init();
   }
-  // kBwdPair: the neighbouring CTAs arrive on our barriers and copy into our shared memory, so
-  // their first such access must come after our inits: a cluster-wide barrier instead of the CTA's.
+  // kBwdPair: the partner CTA arrives on our barriers and copies into our shared memory, so its
+  // first such access must come after our inits: a cluster-wide barrier instead of the CTA's.
   if constexpr ((FLAGS & kBwdPair) != 0)
     ptx::cluster_sync_all();
   else

@@ -405,40 +405,37 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_sts, p, dp, ctx);
     }
   }
-  TEST_CASE("sm90 backward: KV chains of 3 to 8 tiles give the bits of the ordered finish") {
-    // kBwdPair with C KV tiles per sequence: rank r adds the sum of ranks 0..r-1 to its part, so
-    // the last rank forms ((p0 + p1) + p2) + ..., the order the ordered finish adds in (the first
-    // contributor stores, the next ones add in KV order, the last adds its part to that sum): the
-    // same bits, or a rank added, dropped or read a part out of turn. Lk spread over the last tile
-    // (a partial last tile, zero-padded keys), jagged Lq with 0 and 1, GQA; both head dims.
+  TEST_CASE("sm90 backward: a warpgroup whose keys lie past the end skipping its work changes no bit") {
+    // kBwdSkipEmptyHalf: on a KV tile with Lk - n0 <= 64 the second warpgroup issues only its dQ
+    // jobs, over a dS^T half it zeroed once per tile. Its keys' products are exact zeros either
+    // way, so dQ, dK and dV must keep every bit. The jagged batches have many such tiles, next to
+    // whole ones (the zeros must be rewritten after a tile that used the half, and after dK / dV
+    // staged in the dS^T buffers on the accumulator path); the ordered finish, the accumulator
+    // path over many KV tiles, and pairs whose rank 1 is idle (128 < Lk <= 192).
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    for (int chain : {3, 4, 8}) {
-      const DType dt = chain == 4 ? kFP16 : kBF16;
-      ProblemDesc p = half_fold_problem(kFastGelu, 120 + uint64_t(chain), 4, 2, 16);
-      p.dtype = dt;
-      p.head_dim = chain == 4 ? 64 : 128;
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdSkipEmptyHalf, 131, ctx);
+    Sm90Options with, without;
+    with.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+    without.bwd_flags = with.bwd_flags & ~sm90::kBwdSkipEmptyHalf;
+    check_same_bits_over_many_tiles(with, without, 132, ctx);
+    for (int d : {64, 128}) {
+      ProblemDesc p = half_fold_problem(kFastGelu, 133, 4, 2, 16);
+      p.head_dim = d;
       std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
       for (int b = 0; b < p.batch(); ++b) {
         lq[size_t(b)] = p.len_q(b);
-        lk[size_t(b)] = 128 * (chain - 1) + 1 + (b * 37) % 128;
+        lk[size_t(b)] = b % 3 ? 129 + (b * 37) % 64 : 193 + (b * 29) % 64;  // rank 1 idle, or not
       }
-      lq[0] = 0;
-      lq[1] = 1;
       p.cu_seqlens_q = offsets_from_lengths(lq);
       p.cu_seqlens_k = offsets_from_lengths(lk);
-      REQUIRE(sm90_bwd_chain_length(p) == chain);
-      DeviceProblem dp(p, make_inputs(p, 121, true), true);
-      Sm90Options chained, ordered, chained_rows;
-      chained.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair;
-      ordered.bwd_flags = sm90::kBwdDefaultFlags;
-      chained_rows.bwd_flags = chained.bwd_flags & ~sm90::kBwdDqTmaStore;  // the last rank's threads copy the rows
-      Sm90Options chained_one_buffer;  // rank 0 stages every job in one buffer too
-      chained_one_buffer.bwd_flags = chained.bwd_flags & ~sm90::kBwdPairTwoStage;
-      CAPTURE(chain);
-      check_same_backward_bits(chained, ordered, p, dp, ctx);
-      check_same_backward_bits(chained, chained_rows, p, dp, ctx);
-      check_same_backward_bits(chained, chained_one_buffer, p, dp, ctx);
+      REQUIRE(sm90_bwd_pair_eligible(p));
+      DeviceProblem dp(p, make_inputs(p, 134, true), true);
+      Sm90Options pair_with, pair_without;
+      pair_with.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair;
+      pair_without.bwd_flags = pair_with.bwd_flags & ~sm90::kBwdSkipEmptyHalf;
+      CAPTURE(d);
+      check_same_backward_bits(pair_with, pair_without, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 backward: staging by stmatrix changes no bit of dQ, dK, dV") {

@@ -134,19 +134,19 @@ TEST_CASE("sm90 backward: variant names and support") {
   const int over = 2 * kBwdDqFinishMaxMeanLenK - 99;  // mean (100 + over) / 2 is just above the limit
   ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145823>");  // logit_scale 1: + unit-scale
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7340127>");  // logit_scale 1: + unit-scale
   // Without the finish the TMA store of finished blocks has nothing to do: its bit goes too; the
   // partial-sum buffer becomes the second dQ staging buffer (kBwdDqTwoStage, 16384), dK is
   // staged in the dS^T buffers (kBwdDkInDs, 65536), and dS^T is published by 4-byte stores
   // (kBwdStmatrixDs, 2097152, only with the finish).
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags = kBwdDefaultFlags;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145823>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7340127>");
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130503>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324807>");
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145807>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145759>");
@@ -160,14 +160,14 @@ TEST_CASE("sm90 backward: variant names and support") {
   // has it.
   const int red_len = 2 * kBwdDqRedMinMeanLenK - 100;
   const ProblemDesc red_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len}, {100, red_len});
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1654807>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5849111>");
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len - 2}, {100, red_len - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
   opt.bwd_flags_drop = kBwdDqRed;
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
   opt.bwd_flags_drop = 0;
   opt.deterministic = true;
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));
@@ -188,40 +188,39 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 257})));
   CHECK_FALSE(sm90_bwd_pair_eligible(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256})));
   CHECK(sm90_bwd_pair_eligible(problem(kBF16, 64, kFastGelu, kMaskNone, lq, {129, 200, 256})));  // D = 64: jobs alternate
-  // Longer chains: every sequence with the same KV tile count, 2 .. kBwdChainMaxTiles (8).
-  CHECK(sm90_bwd_chain_length(p) == 2);
-  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {257, 300, 384})) == 3);
-  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {512, 512, 512})) == 4);
-  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {1024, 900, 897})) == 8);
-  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {1025, 1025, 1025})) == 0);  // 9 tiles
-  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {512, 384, 512})) == 0);  // 4, 3, 4
-  CHECK(sm90_bwd_chain_length(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {512, 512, 512})) == 0);
   Sm90Options opt;
   // Default flags (3145821 with the two stmatrix bits; kBwdDqFirst only with the ordered finish)
   // + unit scale (2) + kBwdPair (32)
   // + kBwdEarlyAct (32768, where dQ is finished in the kernel) + kBwdPairTwoStage (131072) and
-  // kBwdPairDvInDs (262144), pairs only; no dq_convert pass.
+  // kBwdPairDvInDs (262144), pairs only; no dq_convert pass; + kBwdSkipEmptyHalf (4194304): Lk =
+  // 129 and 160 leave the second half of rank 1's KV tile empty.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 1);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");
+  // kBwdSkipEmptyHalf only where some KV tile has an empty second half (Lk % 128 in 1..64).
+  CHECK(sm90_bwd_has_empty_half(p));
+  const ProblemDesc whole_halves = problem(kBF16, 128, kFastGelu, kMaskNone, lq, {256, 200, 250});  // 0, 72, 122
+  CHECK_FALSE(sm90_bwd_has_empty_half(whole_halves));
+  CHECK(sm90_bwd_has_empty_half(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {256, 192, 250})));  // 64: empty
+  CHECK(sm90_backward_sources(whole_halves, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");
   opt.deterministic = true;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3186783>");  // with kBwdEarlyAct
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
   // accumulator with two staging buffers.
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
-        "gdpa::sm90::gdpa_bwd<0,128,3,0,1130519>");
+        "gdpa::sm90::gdpa_bwd<0,128,3,0,5324823>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either; two staging buffers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,1130519>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,5324823>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3186783>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
   p.heads_q = 4;
   p.heads_kv = 2;
@@ -508,18 +507,18 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   // Pairs and the ordered finish take the activation under dP^T (kBwdEarlyAct, 32768) by default;
   // pairs stage rank 0's jobs in two buffers (kBwdPairTwoStage, 131072) and its dV in the dS^T
   // buffers (kBwdPairDvInDs, 262144).
-  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");
-  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3539071>");
-  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3178623>");  // and no dV in dS
-  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3309695>");
-  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571775>");
+  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");
+  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7733375>");
+  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7372927>");  // and no dV in dS
+  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7503999>");
+  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766079>");
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
-  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3186783>");
-  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");  // pairs: no change
-  CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,2523263>");
-  CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,1474687>");
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");
+  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");  // pairs: no change
+  CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,6717567>");
+  CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,5668991>");
   CHECK(bwd_name("sm90-bwd-flags3571837") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");  // seven digits
-  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");  // the finish's: no change
+  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");  // the finish's: no change
   CHECK(bwd_name("sm90-bwd-flags163965") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
   CHECK(bwd_name("sm90-bwd-flags426109") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
   CHECK(bwd_name("sm90-bwd-flags295037") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // dV in dS needs two buffers
