@@ -392,7 +392,7 @@ ABLATIONS = (
              (("sm90-no-kv-reuse", "K/V reuse off"),)),
     Ablation("half-fold", "GELU as 2f = x + x tanh(.), O (backward: dV) halved once (one multiply per score fewer)",
              (("sm90-no-half-fold", "plain f = x/2 (1 + tanh(.))"),)),
-    Ablation("skip-empty-half", "Forward: a warpgroup whose 64 rows lie past the sequence's end issues no GEMMs",
+    Ablation("skip-empty-half", "A warpgroup whose 64 rows (fwd) or keys (bwd) lie past the sequence's end skips its GEMMs",
              (("sm90-no-skip-empty-half", "both warpgroups compute every tile"),)),
     Ablation("whole-batch-branch", "Forward: a step branches on its PV's accumulate flag before the GEMM batch (default: mean Lk >= 192)",
              (("sm90-no-whole-batch-branch", "between two PV sequences after the QK^T"),)),
