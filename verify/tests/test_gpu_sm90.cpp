@@ -405,6 +405,14 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_sts, p, dp, ctx);
     }
   }
+  TEST_CASE("sm90 backward: the dQ job in its own step or deferred to the next gives the same bits") {
+    // kBwdDeferDq only moves each step's dQ product (the same wgmmas over the same dS^T) a step
+    // later; the ordered finish's default runs it undeferred. Over masks and head dims, both ways
+    // round, so dQ, dK and dV must keep every bit.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdDeferDq, 135, ctx);
+  }
   TEST_CASE("sm90 backward: a warpgroup whose keys lie past the end skipping its work changes no bit") {
     // kBwdSkipEmptyHalf: on a KV tile with Lk - n0 <= 64 the second warpgroup issues only its dQ
     // jobs, over a dS^T half it zeroed once per tile. Its keys' products are exact zeros either
