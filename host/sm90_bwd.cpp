@@ -111,13 +111,15 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // five runs over two calls; 1.00x at s = 0.5, L = 256; 0.96-0.99x on the accumulator and pair
   // sets (PERF_NOTES, tenth session).
   if (o.bwd_flags < 0 && (!(f & sm90::kBwdDqFinish) || (f & sm90::kBwdPair))) f &= ~sm90::kBwdDqFirst;
-  // The ordered finish (no pairs) issues each step's dQ job in its own step instead of the next
-  // (no kBwdDeferDq): its tiles are short (mean Lk <= kBwdDqFinishMaxMeanLenK), and the deferred
-  // job's tail at each tile's end cost more than the overlap gained. Interleaved, two rounds
-  // (twenty-second session, `ab-nodefer-*`): s = 0.5 L = 256 1.07x; without the deferral pairs
-  // measured 0.76x and the accumulator path 0.97x, so they keep it. Masked problems keep it too:
-  // undeferred, the causal and window kernels spilled 36-44 bytes at D = 128 (ptxas 13.0).
-  if (o.bwd_flags < 0 && (f & sm90::kBwdDqFinish) && !(f & sm90::kBwdPair) && p.mask == kMaskNone)
+  // The ordered finish (no pairs) with few query steps per KV tile issues each step's dQ job in
+  // its own step instead of the next (no kBwdDeferDq): there the deferred job's tail at each
+  // tile's end cost more than the overlap gained (bwd_config.h kBwdUndeferredMaxStepsPerTile).
+  // Masked problems keep the deferral: undeferred, the causal and window kernels spilled 36-44
+  // bytes at D = 128 (ptxas 13.0).
+  if (o.bwd_flags < 0 && (f & sm90::kBwdDqFinish) && !(f & sm90::kBwdPair) && p.mask == kMaskNone &&
+      p.batch() > 0 &&
+      p.total_q() * int64_t(p.group()) <=
+          int64_t(sm90::kBwdUndeferredMaxStepsPerTile) * sm90::kBwdBlockM * p.batch())
     f &= ~sm90::kBwdDeferDq;
   // The kernel issues the dQ job first only at D = 128 (gdpa_bwd.cu, kDqFirst): one kernel per
   // behaviour.

@@ -184,6 +184,14 @@ constexpr int kBwdDqRedMinMeanLenK = 384;
 // `ab-pair-l256-*`). Shorter query sets were not measured, so the rule stops there.
 constexpr int kBwdPairMinMeanLenQ = 256;
 
+// The ordered finish (kBwdDqFinish without pairs, no mask) runs without kBwdDeferDq by default
+// only up to this many query steps per KV tile on average (group x mean Lq / 64). Measured
+// (twenty-second session, interleaved, both orders; `ab-nodefer-*`): undeferred over deferred
+// 1.072-1.077x at s = 0.5 L = 256 (about 2 steps per tile), and on cross sets with every Lk = 128
+// 1.00 / 0.95-0.96 / 0.94 / 0.93x at Lq = 256 / 512 / 1024 / 2048 (4 to 32 steps per tile). Pairs
+// (0.76x) and the accumulator path (0.97x at s = 0.5 L = 512) keep the deferral anyway.
+constexpr int kBwdUndeferredMaxStepsPerTile = 3;
+
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdBlockM = 64;                           // query rows per inner step
 constexpr int kBwdBlockN = 64 * kBwdConsumerWarpgroups;  // key rows per CTA tile, 64 per consumer

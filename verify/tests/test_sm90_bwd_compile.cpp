@@ -209,7 +209,7 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381086>");  // with kBwdEarlyAct
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
   // accumulator with two staging buffers.
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
@@ -220,7 +220,14 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381086>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");
+  // With at most kBwdUndeferredMaxStepsPerTile query steps per KV tile on average (here mean Lq
+  // 87 and G = 2: 2.7) the ordered finish drops the deferred dQ job (kBwdDeferDq, 1); with a mask
+  // it keeps it.
+  const ProblemDesc few_steps = problem(kBF16, 128, kFastGelu, kMaskNone, {60, 50, 150}, {129, 160, 100});
+  CHECK(sm90_backward_sources(few_steps, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381086>");
+  CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskCausal, {60, 50, 150}, {129, 160, 100}), opt)[0]
+            .name_expression.find(",1,7") != std::string::npos);  // mask 1, flags odd: deferred
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
   p.heads_q = 4;
   p.heads_kv = 2;
@@ -513,7 +520,7 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7503999>");
   CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766079>");
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
-  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381086>");
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");
   CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");  // pairs: no change
   CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,6717567>");
   CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,5668991>");
