@@ -103,6 +103,14 @@ int ProblemDesc::max_len_k() const {
   return m;
 }
 
+bool some_last_tile_half_empty(const ProblemDesc& p, bool keys, int block) {
+  for (int b = 0; b < p.batch(); ++b) {
+    const int tail = (keys ? p.len_k(b) : p.len_q(b)) % block;
+    if (tail > 0 && tail <= block / 2) return true;
+  }
+  return false;
+}
+
 double allowed_pairs(const ProblemDesc& p) {
   double pairs = 0.0;
   for (int b = 0; b < p.batch(); ++b) pairs += sequence_pairs(p, p.len_q(b), p.len_k(b));

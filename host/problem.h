@@ -59,4 +59,8 @@ double forward_flops(const ProblemDesc& p);
 // Number of allowed (i, j) pairs summed over sequences (one head).
 double allowed_pairs(const ProblemDesc& p);
 
+// Some sequence's last tile of `block` queries (keys: of `block` keys) holds only 1..block / 2 of
+// them, so the tile's second half lies wholly past the sequence's end (the kernels' empty-half skips).
+bool some_last_tile_half_empty(const ProblemDesc& p, bool keys, int block);
+
 }  // namespace gdpa

@@ -25,11 +25,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The default skips empty halves, and branches before the GEMM batch, only where that measured
   // faster (fwd_config.h); it skips them only where some tile has one: a sequence whose last
   // query tile holds 1..64 rows (its second warpgroup's 64 rows all lie past the end).
-  bool empty_half = false;
-  for (int b = 0; b < p.batch() && !empty_half; ++b) {
-    const int tail = p.len_q(b) % sm90::kFwdBlockM;
-    empty_half = tail > 0 && tail <= sm90::kFwdBlockM / 2;
-  }
+  const bool empty_half = some_last_tile_half_empty(p, false, sm90::kFwdBlockM);
   if (o.fwd_flags < 0 && p.batch() > 0 &&
       (!empty_half || p.total_k() > int64_t(sm90::kFwdSkipEmptyMaxMeanLenK) * p.batch()))
     f &= ~sm90::kFwdSkipEmptyHalf;

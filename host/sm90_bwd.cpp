@@ -57,13 +57,7 @@ bool sm90_bwd_pair_eligible(const ProblemDesc& p) {
   return p.batch() > 0;
 }
 
-bool sm90_bwd_has_empty_half(const ProblemDesc& p) {
-  for (int b = 0; b < p.batch(); ++b) {
-    const int tail = p.len_k(b) % sm90::kBwdBlockN;
-    if (tail > 0 && tail <= sm90::kBwdBlockN / 2) return true;
-  }
-  return false;
-}
+bool sm90_bwd_has_empty_half(const ProblemDesc& p) { return some_last_tile_half_empty(p, true, sm90::kBwdBlockN); }
 
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles) {
   std::vector<WorkTile> items;

@@ -122,6 +122,20 @@ TEST_CASE("max lengths follow kv_index") {
   CHECK(p.k_begin(2) == 5);
 }
 
+TEST_CASE("some_last_tile_half_empty looks at the lengths of the side it is asked about") {
+  ProblemDesc p;
+  p.cu_seqlens_q = {0, 128, 320};  // lengths 128, 192: tails 0 and 64, the second tile half empty
+  p.cu_seqlens_k = {0, 200, 456};  // lengths 200, 256: tails 72 and 0, no key tile is
+  CHECK(some_last_tile_half_empty(p, false, 128));
+  CHECK_FALSE(some_last_tile_half_empty(p, true, 128));
+  p.cu_seqlens_k = {0, 200, 393};  // lengths 200, 193: tails 72 and 65, both past half: none
+  CHECK_FALSE(some_last_tile_half_empty(p, true, 128));
+  p.cu_seqlens_k = {0, 200, 385};  // lengths 200, 185: tail 57
+  CHECK(some_last_tile_half_empty(p, true, 128));
+  p.kv_index = {0, 0};  // both queries read KV sequence 0 (Lk = 200): none again
+  CHECK_FALSE(some_last_tile_half_empty(p, true, 128));
+}
+
 TEST_CASE("allowed_pairs matches mask_allowed by brute force") {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
