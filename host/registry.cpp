@@ -28,11 +28,7 @@ const Ablation kAblations[] = {
     {"sm90-no-intra-overlap", sm90::kFwdIntraOverlap, SchedulePolicy::kZigzag},
     {"sm90-no-kv-reuse", sm90::kFwdKvReuse, SchedulePolicy::kZigzag},
     {"sm90-no-half-fold", sm90::kFwdHalfFold, SchedulePolicy::kZigzag, sm90::kBwdHalfFold},
-    // The forward's two ways of not computing a tile's empty half go together here: with the split
-    // form on, the skip path is never taken.
-    {"sm90-no-skip-empty-half", sm90::kFwdSkipEmptyHalf | sm90::kFwdSplitKeys, SchedulePolicy::kZigzag,
-     sm90::kBwdSkipEmptyHalf},
-    {"sm90-no-split-keys", sm90::kFwdSplitKeys, SchedulePolicy::kZigzag},
+    {"sm90-no-skip-empty-half", sm90::kFwdSkipEmptyHalf, SchedulePolicy::kZigzag, sm90::kBwdSkipEmptyHalf},
     {"sm90-no-whole-batch-branch", sm90::kFwdWholeBatchBranch, SchedulePolicy::kZigzag},
     {"sm90-no-stmatrix-o", sm90::kFwdStmatrixO, SchedulePolicy::kZigzag},
     {"sm90-no-dq-finish", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},

@@ -31,15 +31,9 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
     f &= ~sm90::kFwdSkipEmptyHalf;
   if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kFwdWholeBatchMinMeanLenK) * p.batch())
     f &= ~sm90::kFwdWholeBatchBranch;
-  // The split-keys form runs exactly the tiles the skip would idle half of (no other tile has at
-  // most 64 rows), so it goes where they are and, there, takes the skip's place.
-  if (o.fwd_flags < 0 && p.batch() > 0 && !empty_half) f &= ~sm90::kFwdSplitKeys;
-  if (o.fwd_flags < 0 && (f & sm90::kFwdSplitKeys)) f &= ~sm90::kFwdSkipEmptyHalf;
   // The three-warpgroup consumer's steps all accumulate (O starts at zero): the bit would only name
-  // a copy of the same kernel. It and the softmax variant have no split-keys form (partial
-  // softmax rows do not simply add).
-  if (f & sm90::kFwdThreeConsumers) f &= ~(sm90::kFwdWholeBatchBranch | sm90::kFwdStmatrixO | sm90::kFwdSplitKeys);
-  if (o.softmax) f &= ~sm90::kFwdSplitKeys;
+  // a copy of the same kernel.
+  if (f & sm90::kFwdThreeConsumers) f &= ~(sm90::kFwdWholeBatchBranch | sm90::kFwdStmatrixO);
   if (o.softmax) f |= sm90::kFwdSoftmax;
   if (!o.fwd_trace.empty()) f |= sm90::kFwdTrace;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;

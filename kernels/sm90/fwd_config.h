@@ -31,16 +31,8 @@ enum FwdFlags : int {
   // Measured against the same kernel without it (twentieth session, interleaved): cross 1.01-1.03x,
   // L = 256 1.01-1.02x, s = 0.5 L >= 1024 1.01x, L = 512 0.99x; on for every problem.
   kFwdStmatrixO = 1 << 17,
-  // A last query tile of at most 64 rows is run by both consumer warpgroups: each takes the tile's
-  // 64 rows against its half of every key block (64 of the 128 keys: S, P and the PV product are
-  // halves), and warpgroup 1 adds warpgroup 0's fp32 partial O (handed over through shared memory:
-  // warpgroup 1's O staging buffer and the Q stage's unused rows 64..127) before it stores. GDPA
-  // has no row max or row sum, so partial sums over disjoint keys simply add. Without it, one
-  // warpgroup runs such a tile alone at the cost of a whole tile (its steps are paced by its own
-  // activation) while the other idles (kFwdSkipEmptyHalf) or computes rows past the end.
-  kFwdSplitKeys = 1 << 18,
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
-                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO | kFwdSplitKeys,
+                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled

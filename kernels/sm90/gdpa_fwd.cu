@@ -33,35 +33,14 @@
 #include "fwd_config.h"
 #include "jagged_load.cuh"
 #include "pipeline.cuh"
-#include "split_keys.cuh"
 #include "trace.cuh"
 
 namespace gdpa::sm90 {
 
 // Named barrier ids (0 is __syncthreads): one per consumer warpgroup for the pingpong turn, one
-// per consumer warpgroup for its O staging buffer, and the two of a split-keys tile's handover
-// (split_keys.cuh): warpgroup 1's staging buffer is free, warpgroup 0's partial O is in place.
+// per consumer warpgroup for its O staging buffer.
 constexpr int kBarSchedBase = 1;
 constexpr int kBarEpilogueBase = kBarSchedBase + kFwdConsumerWarpgroups;
-constexpr int kBarSplitFree = kBarEpilogueBase + kFwdConsumerWarpgroups;
-constexpr int kBarSplitFull = kBarSplitFree + 1;
-
-// A compile-time bool as a value, to instantiate one generic lambda for both tile forms.
-template <bool B>
-struct BoolTag {
-  static constexpr bool value = B;
-};
-
-// The first M elements of a register array, as an array of their own (a split-keys tile's S and P
-// are half the size); every index stays a compile-time constant, so nothing goes to local memory.
-template <int M, class T, int N>
-__device__ __forceinline__ T (&leading(T (&a)[N]))[M] {
-  static_assert(M <= N, "a view inside the array");
-  if constexpr (M == N)
-    return a;  // the whole array as it is: the cast below made ptxas fence a whole tile's PV
-  else
-    return *reinterpret_cast<T(*)[M]>(&a[0]);
-}
 
 // Registers per thread after reallocation: 24 x 128 + 240 x 256 = 64,512 <= 65,536. A consumer
 // holds S (64), two P buffers (2 x 32) and O (64) at D = 128; at 232 a few loop-carried scalars spill.
@@ -108,13 +87,13 @@ __device__ __forceinline__ void cta_tiles(const GdpaParams& p, int* begin, int* 
   }
 }
 
-// True when some (row, key) of rows [row_lo, row_hi] x keys [col_lo, col_hi] is disallowed, or,
-// with PAST_END, past the keys: only those blocks pay for the mask compares. The activation kernels
-// leave keys past the end unmasked: their K and V rows are zeros (jagged_load.cuh), so the score is
-// 0 and act(0) = 0. The softmax variant passes PAST_END (exp of a zero score is not zero).
-template <int MASK, bool PAST_END>
-__device__ __forceinline__ bool block_needs_mask(int col_lo, int col_hi, int row_lo, int row_hi, const FwdTile& t,
-                                                 const GdpaParams& p) {
+// True when some (row, key) of rows [row_lo, row_hi] x block n is disallowed, or, with PAST_END,
+// past the keys: only those blocks pay for the mask compares. The activation kernels leave keys
+// past the end unmasked: their K and V rows are zeros (jagged_load.cuh), so the score is 0 and
+// act(0) = 0. The softmax variant passes PAST_END (exp of a zero score is not zero).
+template <int MASK, int BN, bool PAST_END>
+__device__ __forceinline__ bool block_needs_mask(int n, int row_lo, int row_hi, const FwdTile& t, const GdpaParams& p) {
+  const int col_lo = n * BN, col_hi = n * BN + BN - 1;
   if (PAST_END && col_hi >= t.len_k) return true;
   const int d0 = t.len_k - t.len_q;
   if constexpr (MASK == kMaskCausal) return col_hi > row_lo + d0;
@@ -194,10 +173,8 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
 // ---------------------------------------------------------------------------------------------
 
 // S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S. BM: the Q tile's rows (its
-// panels' row count, which sets the descriptor's step from one 64-column panel to the next); BN
-// keys from `k_tile` on, in a K slot of KROWS rows per panel (a split-keys tile's half: BN = 64 at
-// row 64 * cw of a 128-row slot).
-template <int DTYPE, int D, int BN, int BM = kFwdBlockM, int KROWS = BN>
+// panels' row count, which sets the descriptor's step from one 64-column panel to the next).
+template <int DTYPE, int D, int BN, int BM = kFwdBlockM>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
   // Stepped descriptors (ptx/smem_desc.h): encoded once here, one add per wgmma below.
   const WgmmaDescBase qa = sw128_kmajor_base(q_tile + unsigned(q_first_row) * kSw128RowBytes);
@@ -205,7 +182,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, in
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const unsigned long long da = qa.at(sw128_kmajor_step(BM, ks));
-    const unsigned long long db = kb.at(sw128_kmajor_step(KROWS, ks));
+    const unsigned long long db = kb.at(sw128_kmajor_step(BN, ks));
     if (ks == 0)
       ptx::Wgmma<BN, DTYPE>::template ss<0, 0, 0>(s, da, db);
     else
@@ -213,12 +190,11 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, in
   }
 }
 
-// O (+)= P V over BN keys from `v_tile` on: BN/16 wgmmas with A from registers and V N-major, in a
-// V slot of VROWS rows per panel (a split-keys tile's half: BN = 64 at row 64 * cw of 128).
+// O (+)= P V over the BN keys of the block: BN/16 wgmmas with A from registers and V N-major.
 // ACCUMULATE = false starts O over (the tile's first block).
-template <int DTYPE, int D, int BN, bool ACCUMULATE, int VROWS = BN>
+template <int DTYPE, int D, int BN, bool ACCUMULATE>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile) {
-  const WgmmaDescBase vb = sw128_mnmajor_base(v_tile, VROWS);
+  const WgmmaDescBase vb = sw128_mnmajor_base(v_tile, BN);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
@@ -230,27 +206,26 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[
   }
 }
 
-template <int DTYPE, int D, int BN, int VROWS = BN>
+template <int DTYPE, int D, int BN>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile, bool accumulate) {
   if (accumulate)
-    issue_pv<DTYPE, D, BN, true, VROWS>(o, p, v_tile);
+    issue_pv<DTYPE, D, BN, true>(o, p, v_tile);
   else
-    issue_pv<DTYPE, D, BN, false, VROWS>(o, p, v_tile);
+    issue_pv<DTYPE, D, BN, false>(o, p, v_tile);
 }
 
 // Pingpong (kFwdPingpong): one turn per inner step, S_j and PV_{j-1} issued together.
 template <int FLAGS>
 using FwdTurns = ConsumerTurns<(FLAGS & kFwdPingpong) != 0, kBarSchedBase>;
 
-// P = act(S) for the BN keys from col0 on (sequence-local) and the 64 rows from row0 on.
 template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX, bool TWICE>
-__device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int col0, int row0,
+__device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
                                                const FwdTile& t, const GdpaParams& prm, const FragThread& f) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
-  if (block_needs_mask<MASK, false>(col0, col0 + BN - 1, row0, row0 + 63, t, prm))
-    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, col0, mb);
+  if (block_needs_mask<MASK, BN, false>(n, row0, row0 + 63, t, prm))
+    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
   else
-    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, col0, mb);
+    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
 }
 
 // The softmax variant's counterpart: P from the online softmax, corr for O and the row sums.
@@ -260,7 +235,7 @@ __device__ __forceinline__ void softmax_block(const float (&s)[BN / 2], unsigned
                                               SoftmaxRows& rows, float (&corr)[2]) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
   const float scale_log2 = prm.logit_scale * 1.4426950408889634f;
-  if (block_needs_mask<MASK, true>(n * BN, n * BN + BN - 1, row0, row0 + 63, t, prm))
+  if (block_needs_mask<MASK, BN, true>(n, row0, row0 + 63, t, prm))
     softmax_s_to_p<DTYPE, MASK, true, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
   else
     softmax_s_to_p<DTYPE, MASK, false, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
@@ -281,8 +256,6 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kSkipEmpty = (FLAGS & kFwdSkipEmptyHalf) != 0;
   constexpr bool kWholeBatch = (FLAGS & kFwdWholeBatchBranch) != 0;
   constexpr bool kStmatrix = (FLAGS & kFwdStmatrixO) != 0;
-  constexpr bool kSplit = (FLAGS & kFwdSplitKeys) != 0;
-  static_assert(!(kSplit && kSoftmax), "partial softmax outputs do not simply add");
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
@@ -316,15 +289,6 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   if (it < end) cur = fwd_tile(p, it);
   if (it + stride < end) ptx::prefetch_l1(records + it + stride);
   bool first_s_in_flight = false;  // the first QK^T of `cur` was issued during the previous tile
-  // kFwdSplitKeys: a last tile of at most 64 rows runs in the split-keys form (busy_tile below).
-  // Outer pipelining issues the next tile's first QK^T in this tile's last turn only for a whole
-  // tile: a branch there between the two forms of that QK^T made ptxas inject more
-  // warpgroup.arrive fences (28 against 20, C7519). A split-keys tile issues its own first QK^T,
-  // half the size, in its first turn.
-  auto is_split_tile = [](const FwdTile& t) { return kSplit && t.len_q - t.m0 <= 64; };
-  auto prefetch_next = [&](bool have_next, const FwdTile& nxt) {
-    return kOuter && have_next && !nxt.empty() && !is_split_tile(nxt);
-  };
   while (it < end) {
     const int it_next = it + stride;
     const bool have_next = it_next < end;
@@ -354,7 +318,6 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     const bool release_kv = !next_reuse;  // keep K/V resident for the next tile of the run
     const unsigned q_addr = q_tile(q_count);
     const int qs = q_count % QS;
-    const bool half = kSplit && is_split_tile(cur);
 
     // The waits before each of a tile's turns, the same on the busy path and the skip-empty one:
     // block 0's turn needs Q and K_0 (unless the previous tile issued S_0 already), inner step j's
@@ -379,7 +342,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       const int vj = kvb + nblocks - 1;
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
       if (fresh) consumer_wait(bars->v[vj % ST], phase_of(vj, ST));
-      if (prefetch_next(have_next, nxt)) {
+      if (kOuter && have_next && !nxt.empty()) {
         consumer_wait(bars->q[(q_count + 1) % QS], phase_of(q_count + 1, QS));
         if (!next_reuse) consumer_wait(bars->k[next_kvb % ST], phase_of(next_kvb, ST));
       }
@@ -394,7 +357,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     // activation or the store; only the next tile's first QK^T is issued in the last turn, as the
     // outer pipeline does. A separate path rather than conditions inside the busy one: predicated
     // wgmma issues in the steady-state loop cost 2-11 % at s = 1, where no tile is ever idle.
-    if (kSkipEmpty && !kSplit && row0 >= cur.len_q) {
+    if (kSkipEmpty && row0 >= cur.len_q) {
       if (!first_s_in_flight) {
         wait_first_turn();
         FwdTurns<FLAGS>::pass(cw);
@@ -414,7 +377,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       }
       consumer_release(bars->q[qs]);
       const int vj = kvb + nblocks - 1;
-      const bool prefetch = prefetch_next(have_next, nxt);
+      const bool prefetch = kOuter && have_next && !nxt.empty();
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
       wait_last_turn();
       if (prefetch) {
@@ -433,198 +396,135 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       continue;
     }
 
-    // ---- the busy path, in one of two forms ----
-    // HALF false: a whole tile, this warpgroup's 64 rows against all BN keys of each block.
-    // HALF true (kFwdSplitKeys, a last tile of at most 64 rows): both warpgroups take the tile's 64
-    // rows, this one against its half of each block's keys (BN / 2 from key BN / 2 * cw of every
-    // slot), and warpgroup 1 stores the sum of both partial O blocks (split_keys.cuh). Same turns,
-    // same slot waits and releases; S and P are the leading halves of the registers.
-    // Returns whether the next tile's first QK^T was issued in the last turn.
-    auto busy_tile = [&](auto half_tag) -> bool {
-      constexpr bool kHalf = decltype(half_tag)::value;
-      constexpr int N = kHalf ? BN / 2 : BN;  // keys per block this warpgroup multiplies
-      float(&s)[N / 2] = leading<N / 2>(s_acc);
-      unsigned(&pa)[N / 4] = leading<N / 4>(p_a);
-      unsigned(&pb)[N / 4] = leading<N / 4>(p_b);
-      const int q_first = kHalf ? 0 : 64 * cw;  // the warpgroup's first row in the Q stage
-      const unsigned key_off = kHalf ? unsigned(cw * N * kSw128RowBytes) : 0u;  // its keys' rows in a slot
-      const int col_off = kHalf ? cw * N : 0;
-      const int rows0 = kHalf ? cur.m0 : row0;  // sequence-local row of its fragment row 0
-      auto activate = [&](unsigned(&p_out)[N / 4], int j) {
-        activate_block<DTYPE, ACT, MASK, N, kUnit, kMix, kTwice>(s, p_out, (cur.n_begin() + j) * BN + col_off, rows0,
-                                                                 cur, p, f);
-      };
+    // ---- block 0: S_0 = Q K_0^T (already in flight if the previous tile issued it) ----
+    if (!first_s_in_flight) {
+      wait_first_turn();
+      ptx::wgmma_fence();
+      issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kvb));
+      ptx::wgmma_commit();
+      FwdTurns<FLAGS>::pass(cw);
+      trace(kFtIssued, 0);
+    }
+    ptx::wgmma_wait<0>();
+    ptx::fence_operand(s_acc);
+    trace(kFtSReady, 0);
+    if (release_kv) consumer_release(bars->k[kvb % ST]);
+    if (nblocks == 1) consumer_release(bars->q[qs]);
+    if constexpr (kSoftmax) {
+      softmax_rows_init(rows);
+      softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
+    } else {
+      activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
+    }
+    trace(kFtActDone, 0);
 
-      // ---- block 0: S_0 = Q K_0^T (already in flight if the previous tile issued it) ----
-      if (!first_s_in_flight) {
-        wait_first_turn();
+    // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
+    // acc: whether the PV GEMM adds to O (false for the tile's first, which starts O over); known
+    // at run time only where the loop runs both kinds of step (kFwdWholeBatchBranch says why the
+    // branch on it comes before the batch).
+    auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4], bool acc) {
+      const int kj = kvb + j, vj = kvb + j - 1;
+      wait_step_turn(j);
+      auto issue_s = [&] {
         ptx::wgmma_fence();
-        issue_qk<DTYPE, D, N, kFwdBlockM, BN>(s, q_addr, q_first, k_tile(kvb) + key_off);
+        issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
         ptx::wgmma_commit();
-        FwdTurns<FLAGS>::pass(cw);
-        trace(kFtIssued, 0);
-      }
-      ptx::wgmma_wait<0>();
-      ptx::fence_operand(s);
-      trace(kFtSReady, 0);
-      if (release_kv) consumer_release(bars->k[kvb % ST]);
-      if (!kHalf && nblocks == 1) consumer_release(bars->q[qs]);
-      if constexpr (kSoftmax) {
-        softmax_rows_init(rows);
-        softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
+        trace(kFtQkIssued, j);
+        if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
+          ptx::wgmma_wait<0>();
+          ptx::fence_operand(s_acc);
+        }
+      };
+      // Each branch commits its own batch: a commit after the join would need ptxas's extra
+      // HGMMA.64x8 to close the group again.
+      if (kWholeBatch && acc) {
+        issue_s();
+        issue_pv<DTYPE, D, BN, true>(o_acc, p_in, v_tile(vj));
+        ptx::wgmma_commit();
+      } else if (kWholeBatch) {
+        issue_s();
+        issue_pv<DTYPE, D, BN, false>(o_acc, p_in, v_tile(vj));
+        ptx::wgmma_commit();
       } else {
-        activate(pa, 0);
-      }
-      trace(kFtActDone, 0);
-      // Warpgroup 1's staging buffer takes half of warpgroup 0's partial O at the end of the tile:
-      // its previous TMA store must have read it (only its issuing thread can wait for that).
-      if constexpr (kHalf) {
-        if (cw == 1) {
-          if (threadIdx.x == 128 * (cw + 1)) ptx::bulk_wait_group_read<0>();
-          ptx::named_barrier_arrive(kBarSplitFree, 2 * 128);
-        }
-      }
-
-      // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
-      // acc: whether the PV GEMM adds to O (false for the tile's first, which starts O over); known
-      // at run time only where the loop runs both kinds of step (kFwdWholeBatchBranch says why the
-      // branch on it comes before the batch).
-      auto step = [&](int j, unsigned(&p_in)[N / 4], unsigned(&p_out)[N / 4], bool acc) {
-        const int kj = kvb + j, vj = kvb + j - 1;
-        wait_step_turn(j);
-        auto issue_s = [&] {
-          ptx::wgmma_fence();
-          issue_qk<DTYPE, D, N, kFwdBlockM, BN>(s, q_addr, q_first, k_tile(kj) + key_off);
-          ptx::wgmma_commit();
-          trace(kFtQkIssued, j);
-          if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
-            ptx::wgmma_wait<0>();
-            ptx::fence_operand(s);
-          }
-        };
-        // Each branch commits its own batch: a commit after the join would need ptxas's extra
-        // HGMMA.64x8 to close the group again.
-        if (kWholeBatch && acc) {
-          issue_s();
-          issue_pv<DTYPE, D, N, true, BN>(o_acc, p_in, v_tile(vj) + key_off);
-          ptx::wgmma_commit();
-        } else if (kWholeBatch) {
-          issue_s();
-          issue_pv<DTYPE, D, N, false, BN>(o_acc, p_in, v_tile(vj) + key_off);
-          ptx::wgmma_commit();
-        } else {
-          issue_s();
-          issue_pv<DTYPE, D, N, BN>(o_acc, p_in, v_tile(vj) + key_off, acc);
-          ptx::wgmma_commit();
-        }
-        FwdTurns<FLAGS>::pass(cw);
-        trace(kFtIssued, j);
-        if constexpr (kOverlap)
-          ptx::wgmma_wait<1>();  // S_j done; the PV GEMM may still run under the activation
-        else
-          ptx::wgmma_wait<0>();
-        ptx::fence_operand(s);
-        trace(kFtSReady, j);
-        if (release_kv) consumer_release(bars->k[kj % ST]);
-        if (!kHalf && j == nblocks - 1) consumer_release(bars->q[qs]);
-        if constexpr (kSoftmax)
-          softmax_block<DTYPE, MASK, BN>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f, rows, corr);
-        else
-          activate(p_out, j);
-        trace(kFtActDone, j);
-        ptx::wgmma_wait<0>();
-        ptx::fence_operand(p_in);
-        ptx::fence_operand(o_acc);
-        trace(kFtPvDone, j);
-        // Softmax: O so far is relative to the previous row max; bring it to the new one before the
-        // next PV GEMM adds P_j V_j (GDPA has no such step: nothing to rescale).
-        if constexpr (kSoftmax) scale_rows<D>(o_acc, corr);
-        if (release_kv) consumer_release(bars->v[vj % ST]);
-      };
-
-      // ---- last PV; with outer pipelining the next tile's first QK^T rides in the same turn ----
-      auto finish = [&](unsigned(&p_last)[N / 4]) {
-        const int vj = kvb + nblocks - 1;
-        const bool prefetch = prefetch_next(have_next, nxt);
-        const int next_kvb = next_reuse ? kvb : kvb + nblocks;
-        wait_last_turn();
-        // The accumulate flag stays a run-time choice inside the batch here (a branch between two PV
-        // sequences after the fence): in any form that fixes it before the fence, ptxas flags the
-        // epilogue's reads of O (under the next tile's QK^T) and serializes every wgmma (C7514).
-        ptx::wgmma_fence();
-        issue_pv<DTYPE, D, N, BN>(o_acc, p_last, v_tile(vj) + key_off, nblocks > 1);
+        issue_s();
+        issue_pv<DTYPE, D, BN>(o_acc, p_in, v_tile(vj), acc);
         ptx::wgmma_commit();
-        if (prefetch) {
-          issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
-          ptx::wgmma_commit();
-        }
-        FwdTurns<FLAGS>::pass(cw);
-        trace(kFtIssued, nblocks);
-        if (prefetch)
-          ptx::wgmma_wait<1>();
-        else
-          ptx::wgmma_wait<0>();
-        ptx::fence_operand(o_acc);
-        ptx::fence_operand(p_last);
-        trace(kFtLastPvDone, nblocks);
-        if (release_kv) consumer_release(bars->v[vj % ST]);
-        // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
-        if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-        const float scale = kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale;
-        const int tid = int(threadIdx.x) - 128 * (cw + 1);
-        if constexpr (kHalf) {
-          // Warpgroup 0 hands its partial over and goes on to the next tile (it takes the first
-          // turn there); warpgroup 1, whose last PV ran after it, adds and stores the 64 rows.
-          const unsigned staging = base_addr + plan.o_off + plan.o_bytes;  // warpgroup 1's
-          if (cw == 0) {
-            ptx::named_barrier_sync(kBarSplitFree, 2 * 128);
-            split_put_partial<D, kFwdBlockM>(o_acc, staging, q_addr, tid);
-            // The Q stage's next TMA load (async proxy) must not overtake these generic stores.
-            ptx::fence_proxy_async_smem();
-            ptx::named_barrier_arrive(kBarSplitFull, 2 * 128);
-            consumer_release(bars->q[qs]);
-          } else {
-            ptx::named_barrier_sync(kBarSplitFull, 2 * 128);
-            split_add_partial<D, kFwdBlockM>(o_acc, staging, q_addr, tid);
-            ptx::fence_proxy_async_smem();  // likewise for these reads
-            consumer_release(bars->q[qs]);
-            store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, staging, tm_o, cur.head(), cur.q_row,
-                                                     static_cast<unsigned short*>(p.out) +
-                                                         (long long)cur.q_row * row_stride + cur.head() * D,
-                                                     row_stride, cur.len_q - cur.m0, scale, f, tid,
-                                                     kBarEpilogueBase + cw);
-          }
-        } else {
-          store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o,
-                                                   cur.head(), cur.q_row + 64 * cw, out_rows(), row_stride,
-                                                   cur.len_q - row0, scale, f, tid, kBarEpilogueBase + cw);
-        }
-        trace(kFtEpilogueEnd, nblocks);
-        return prefetch;
-      };
-
-      // P alternates between the two P arrays so no register copy is needed between steps.
-      int j = 1;
-      for (; j + 1 < nblocks; j += 2) {
-        step(j, pa, pb, j > 1);
-        step(j + 1, pb, pa, true);
       }
-      if (j < nblocks) {
-        step(j, pa, pb, j > 1);
-        return finish(pb);
-      }
-      return finish(pa);
+      FwdTurns<FLAGS>::pass(cw);
+      trace(kFtIssued, j);
+      if constexpr (kOverlap)
+        ptx::wgmma_wait<1>();  // S_j done; the PV GEMM may still run under the activation
+      else
+        ptx::wgmma_wait<0>();
+      ptx::fence_operand(s_acc);
+      trace(kFtSReady, j);
+      if (release_kv) consumer_release(bars->k[kj % ST]);
+      if (j == nblocks - 1) consumer_release(bars->q[qs]);
+      if constexpr (kSoftmax)
+        softmax_block<DTYPE, MASK, BN>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f, rows, corr);
+      else
+        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
+      trace(kFtActDone, j);
+      ptx::wgmma_wait<0>();
+      ptx::fence_operand(p_in);
+      ptx::fence_operand(o_acc);
+      trace(kFtPvDone, j);
+      // Softmax: O so far is relative to the previous row max; bring it to the new one before the
+      // next PV GEMM adds P_j V_j (GDPA has no such step: nothing to rescale).
+      if constexpr (kSoftmax) scale_rows<D>(o_acc, corr);
+      if (release_kv) consumer_release(bars->v[vj % ST]);
     };
 
-    bool prefetched;
-    if constexpr (kSplit) {
-      if (half)
-        prefetched = busy_tile(BoolTag<true>{});
+    // ---- last PV; with outer pipelining the next tile's first QK^T rides in the same turn ----
+    auto finish = [&](unsigned (&p_last)[BN / 4]) {
+      const int vj = kvb + nblocks - 1;
+      const bool prefetch = kOuter && have_next && !nxt.empty();
+      const int next_kvb = next_reuse ? kvb : kvb + nblocks;
+      wait_last_turn();
+      // The accumulate flag stays a run-time choice inside the batch here (a branch between two PV
+      // sequences after the fence): in any form that fixes it before the fence, ptxas flags the
+      // epilogue's reads of O (under the next tile's QK^T) and serializes every wgmma (C7514).
+      ptx::wgmma_fence();
+      issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
+      ptx::wgmma_commit();
+      if (prefetch) {
+        issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
+        ptx::wgmma_commit();
+      }
+      FwdTurns<FLAGS>::pass(cw);
+      trace(kFtIssued, nblocks);
+      if (prefetch)
+        ptx::wgmma_wait<1>();
       else
-        prefetched = busy_tile(BoolTag<false>{});
-    } else {
-      prefetched = busy_tile(BoolTag<false>{});
+        ptx::wgmma_wait<0>();
+      ptx::fence_operand(o_acc);
+      ptx::fence_operand(p_last);
+      trace(kFtLastPvDone, nblocks);
+      if (release_kv) consumer_release(bars->v[vj % ST]);
+      // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
+      if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
+      store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
+                                               cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0,
+                                               kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f,
+                                               int(threadIdx.x) - 128 * (cw + 1), kBarEpilogueBase + cw);
+      trace(kFtEpilogueEnd, nblocks);
+      return prefetch;
+    };
+
+    // P alternates between p_a and p_b so no register copy is needed between steps.
+    int j = 1;
+    for (; j + 1 < nblocks; j += 2) {
+      step(j, p_a, p_b, j > 1);
+      step(j + 1, p_b, p_a, true);
     }
+    bool prefetched;
+    if (j < nblocks) {
+      step(j, p_a, p_b, j > 1);
+      prefetched = finish(p_b);
+    } else {
+      prefetched = finish(p_a);
+    }
+
     if (fresh) kv_count += nblocks;
     ++q_count;
     first_s_in_flight = prefetched;
@@ -733,8 +633,7 @@ __device__ __forceinline__ void fwd_consumer_serial(int cw, const GdpaParams& p,
         const bool last = j == nblocks - 1;
         trace(kFtSReady, j);
         if (!plan.o_in_q && last) consumer_release(bars->q[qs]);
-        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_acc, (cur.n_begin() + j) * BN, row0, cur, p,
-                                                                  f);
+        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_acc, cur.n_begin() + j, row0, cur, p, f);
         trace(kFtActDone, j);
         if (fresh) consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
         if (last) {

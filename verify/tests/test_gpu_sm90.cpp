@@ -501,74 +501,13 @@ TEST_SUITE("gpu") {
           p.cu_seqlens_q = offsets_from_lengths(lq);
           p.cu_seqlens_k = offsets_from_lengths(lk);
           DeviceProblem dp(p, make_inputs(p, 98, false), false);
-          Sm90Options with, without;  // the skip path is taken only without the split-keys form
+          Sm90Options with, without;
           with.softmax = without.softmax = softmax;
-          with.fwd_flags = sm90::kFwdDefaultFlags & ~sm90::kFwdSplitKeys;
-          without.fwd_flags = with.fwd_flags & ~sm90::kFwdSkipEmptyHalf;
+          without.fwd_flags = sm90::kFwdDefaultFlags & ~sm90::kFwdSkipEmptyHalf;
           CAPTURE(int(mask));
           CAPTURE(d);
           CAPTURE(softmax);
           check_same_forward_bits(with, without, p, dp, ctx);
-        }
-  }
-  TEST_CASE("sm90 forward: split-keys half tiles match the reference and leave every other row's bits alone") {
-    // kFwdSplitKeys: a last tile of at most 64 rows is run by both warpgroups over halves of the
-    // keys and the two fp32 partial O blocks are added. Its rows sum in another order, so they are
-    // judged by the reference (run_check, the tolerance rule); every other tile runs the whole-tile
-    // path and must give the bits of the kernel without the switch (the skip path), also where it
-    // follows a split tile across the outer pipeline's prefetch and the K/V reuse. Lengths with a
-    // remainder in (0, 64] and in (64, 128] alternate; keys: self, short cross and 0.
-    Context ctx(0);
-    if (ctx.info().arch() != 90) return;
-    for (MaskKind mask : {kMaskNone, kMaskCausal, kMaskWindow})
-      for (int d : {64, 128})
-        for (DType dt : {kBF16, kFP16}) {
-          if (dt == kFP16 && mask != kMaskNone) continue;
-          ProblemDesc p = half_fold_problem(kFastGelu, 211, 4, 2, 60);
-          p.mask = mask;
-          p.head_dim = d;
-          p.dtype = dt;
-          if (mask == kMaskWindow) p.window_left = 150, p.window_right = 20;
-          std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
-          for (int b = 0; b < p.batch(); ++b) {
-            lq[size_t(b)] = 128 * (b % 5) + (b % 2 ? 1 + (b * 13) % 64 : 65 + (b * 17) % 64);
-            lk[size_t(b)] = b % 3 ? lq[size_t(b)] : b % 9 == 0 ? 0 : 1 + (b * 41) % 300;
-          }
-          p.cu_seqlens_q = offsets_from_lengths(lq);
-          p.cu_seqlens_k = offsets_from_lengths(lk);
-          CAPTURE(int(mask));
-          CAPTURE(d);
-          CAPTURE(int(dt));
-          const std::vector<KernelSource> src = sm90_kernel_sources(p, Sm90Options{}, false);
-          REQUIRE(src.size() == 1);
-          const std::string& name = src[0].name_expression;
-          REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kFwdSplitKeys) != 0);
-
-          auto k = make_sm90_kernel(Sm90Options{});
-          const CheckOutcome o = run_check(*k, CheckCase{"split-keys tiles", p, false, 212}, ctx.info());
-          INFO(o.line);
-          CHECK(o.pass);
-
-          DeviceProblem dp(p, make_inputs(p, 213, false), false);
-          Sm90Options skip;
-          skip.fwd_flags_drop = sm90::kFwdSplitKeys;
-          const std::vector<uint16_t> split_o = sm90_forward_once(Sm90Options{}, p, dp, ctx),
-                                      skip_o = sm90_forward_once(skip, p, dp, ctx);
-          REQUIRE(split_o.size() == skip_o.size());
-          const size_t row = size_t(p.heads_q) * size_t(d);
-          int64_t split_rows = 0, differing_other_rows = 0;
-          for (int b = 0; b < p.batch(); ++b) {
-            const int in_last = lq[size_t(b)] % 128;
-            const int split_from = in_last >= 1 && in_last <= 64 ? lq[size_t(b)] - in_last : lq[size_t(b)];
-            split_rows += lq[size_t(b)] - split_from;
-            for (int r = 0; r < split_from; ++r) {
-              const size_t at = size_t(p.q_begin(b) + r) * row;
-              if (!std::equal(split_o.begin() + long(at), split_o.begin() + long(at + row), skip_o.begin() + long(at)))
-                ++differing_other_rows;
-            }
-          }
-          CHECK(split_rows > 0);
-          CHECK(differing_other_rows == 0);
         }
   }
   TEST_CASE("sm90 forward: branching before the GEMM batch gives the same O bits") {

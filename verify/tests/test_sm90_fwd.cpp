@@ -195,68 +195,16 @@ TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdS
   using namespace sm90;
   const int limit = kFwdSkipEmptyMaxMeanLenK;
   auto flags_for = fwd_flags_for_lengths;
-  Sm90Options no_split;  // the skip path's rule, seen where the split-keys form does not replace it
-  no_split.fwd_flags_drop = kFwdSplitKeys;
-  const int at_limit = flags_for(limit - 100, limit + 100, no_split);  // mean Lk = the limit
-  const int above = flags_for(limit - 100, limit + 101, no_split);     // just above it
+  const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
+  const int above = flags_for(limit - 100, limit + 101, Sm90Options{});     // just above it
   check_only_bit_differs(kFwdSkipEmptyHalf, at_limit, above);
   Sm90Options explicit_flags;  // explicit flags are used as given
   explicit_flags.fwd_flags = kFwdDefaultFlags;
   CHECK((flags_for(limit - 100, limit + 101, explicit_flags) & kFwdSkipEmptyHalf) != 0);
   // ...and only where some tile has an empty half: a last query tile of 1..64 rows.
-  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(384, 576, no_split), flags_for(384, 577, no_split));
-  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(192, 512, no_split), flags_for(193, 512, no_split));
-  CHECK((flags_for(512, 512, no_split) & kFwdSkipEmptyHalf) == 0);  // whole tiles only
-}
-
-TEST_CASE("sm90 forward runs split-keys half tiles by default where some tile has an empty half") {
-  using namespace sm90;
-  auto flags_for = fwd_flags_for_lengths;
-  // A last query tile of 1..64 rows: the split-keys form, in place of the skip path, at any mean Lk.
-  const int split = flags_for(384, 576, Sm90Options{}), whole = flags_for(384, 577, Sm90Options{});
-  CHECK((split & kFwdSplitKeys) != 0);
-  CHECK((split & kFwdSkipEmptyHalf) == 0);
-  CHECK((whole & (kFwdSplitKeys | kFwdSkipEmptyHalf)) == 0);
-  CHECK((flags_for(4000, 4001, Sm90Options{}) & kFwdSplitKeys) != 0);
-  // The ablation falls back to the skip path (whose own rule then applies).
-  Sm90Options off;
-  off.fwd_flags_drop = kFwdSplitKeys;
-  CHECK(flags_for(384, 576, off) == ((split & ~kFwdSplitKeys) | kFwdSkipEmptyHalf));
-  // Explicit flags are used as given; the softmax variant and three warpgroups have no such form.
-  Sm90Options explicit_flags;
-  explicit_flags.fwd_flags = kFwdDefaultFlags;
-  CHECK((flags_for(384, 577, explicit_flags) & (kFwdSplitKeys | kFwdSkipEmptyHalf)) ==
-        (kFwdSplitKeys | kFwdSkipEmptyHalf));
-  Sm90Options softmax;
-  softmax.softmax = true;
-  CHECK((flags_for(384, 576, softmax) & kFwdSplitKeys) == 0);
-  Sm90Options three;
-  three.fwd_flags = kFwdThreeConsumers | kFwdKvReuse | kFwdSplitKeys;
-  CHECK((flags_for(384, 576, three) & kFwdSplitKeys) == 0);
-}
-
-TEST_CASE("sm90 split-keys forward: no spill or local memory, nothing serialized") {
-  // The half tile's S is an m64n64 product over the leading half of S's registers, viewed through
-  // a cast (gdpa_fwd.cu leading): it must stay in registers.
-  ProblemDesc p;
-  p.dtype = kBF16;
-  p.head_dim = 128;
-  p.activation = kFastGelu;
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, 300, 600};
-  const std::vector<KernelSource> srcs = sm90_kernel_sources(p, Sm90Options{}, false);
-  REQUIRE(srcs.size() == 1);
-  const std::string& name = srcs[0].name_expression;
-  REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kFwdSplitKeys) != 0);
-  KernelSource src = srcs[0];
-  src.options.push_back("-Xptxas=-v");
-  const CompiledKernel ck = compile_kernel(src, 90);
-  REQUIRE_MESSAGE(ck.log.find("registers") != std::string::npos, "no ptxas report in: ", ck.log);
-  CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);  // C7510-C7515: serialized wgmma
-  CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
-  const std::string sass = disassemble(ck.cubin);
-  REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
-  CHECK(count_of(sass, "HGMMA.64x64x16") >= 16);
-  CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
+  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(384, 576, Sm90Options{}), flags_for(384, 577, Sm90Options{}));
+  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(192, 512, Sm90Options{}), flags_for(193, 512, Sm90Options{}));
+  CHECK((flags_for(512, 512, Sm90Options{}) & kFwdSkipEmptyHalf) == 0);  // whole tiles only
 }
 
 TEST_CASE("sm90 forward branches before the GEMM batch by default only from kFwdWholeBatchMinMeanLenK") {
