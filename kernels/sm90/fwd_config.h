@@ -2,6 +2,7 @@
 // the kernel and the host launcher (which must request the same dynamic shared memory, build
 // tensor maps with the same boxes and a tile list with the same BlockM).
 #pragma once
+#include "../common/enums.h"
 #include "../common/portability.h"
 
 namespace gdpa::sm90 {
@@ -31,8 +32,14 @@ enum FwdFlags : int {
   // Measured against the same kernel without it (twentieth session, interleaved): cross 1.01-1.03x,
   // L = 256 1.01-1.02x, s = 0.5 L >= 1024 1.01x, L = 512 0.99x; on for every problem.
   kFwdStmatrixO = 1 << 17,
+  // A tile's last key block (not its first) that holds at most 64 keys, the rest lying past the
+  // sequence's end, runs narrow: its QK^T as an m64n64 product, its activation over those 64
+  // columns and its PV as BN / 32 wgmmas over the same keys. The activation, the forward's
+  // limit, shrinks with the keys. At s = 0.5 the 128 x 128 blocks at the sequences' edges hold
+  // only 54-91 % useful scores (PERF_NOTES, twenty-third session).
+  kFwdNarrowLastBlock = 1 << 18,
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
-                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO,
+                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO | kFwdNarrowLastBlock,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled
@@ -94,6 +101,21 @@ constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 // L = 512 (mean Lk about 256) 1.02-1.03x, self L = 256 1.00x. s = 0.5 L = 256 (mean Lk about 128)
 // was not re-measured and stays below the limit.
 constexpr int kFwdWholeBatchMinMeanLenK = 192;
+
+// kFwdNarrowLastBlock by default only where its second step form leaves every register in place
+// (ptxas -v, sm_90a, twenty-third session). At D = 64 always. At D = 128 only without a mask (the
+// causal and window bounds held across it spilled 84-124 bytes) and for the activations with few
+// temporaries: gelu, gelu_tanh, fast_gelu_bf16, gelu_taylor6, gelu_poly and fast_silu spilled 64-80
+// bytes. Measured where it applies (fast_gelu, four interleaved rounds, both orders): s = 0.5
+// L = 256 / 512 / 1024 / 2048 1.007-1.010 / 1.005-1.013 / 1.021-1.024 / 1.019-1.023x. The host also
+// leaves it off where no sequence's last key block holds 1..64 keys (a second step form costs the
+// others).
+GDPA_HD constexpr bool fwd_narrow_keeps_registers(int activation, int mask, int head_dim) {
+  if (head_dim == 64) return true;
+  if (mask != kMaskNone) return false;
+  return activation == kIdentity || activation == kFastGelu || activation == kRelu || activation == kReluSquare ||
+         activation == kLeakyRelu || activation == kSilu || activation == kHardswish;
+}
 
 constexpr int kFwdConsumerWarpgroups = 2;  // the default; kFwdThreeConsumers: 3
 constexpr int kFwdBlockM = 64 * kFwdConsumerWarpgroups;  // 64 query rows per consumer warpgroup

@@ -42,6 +42,23 @@ namespace gdpa::sm90 {
 constexpr int kBarSchedBase = 1;
 constexpr int kBarEpilogueBase = kBarSchedBase + kFwdConsumerWarpgroups;
 
+// A compile-time bool as a value, to instantiate one generic lambda for both step forms.
+template <bool B>
+struct BoolTag {
+  static constexpr bool value = B;
+};
+
+// The first M elements of a register array, as an array of their own (a narrow last block's S and
+// P are half the size); every index stays a compile-time constant, so nothing goes to local memory.
+template <int M, class T, int N>
+__device__ __forceinline__ T (&leading(T (&a)[N]))[M] {
+  static_assert(M <= N, "a view inside the array");
+  if constexpr (M == N)
+    return a;  // the whole array as it is (the cast below, for M == N too, made ptxas fence a PV)
+  else
+    return *reinterpret_cast<T(*)[M]>(&a[0]);
+}
+
 // Registers per thread after reallocation: 24 x 128 + 240 x 256 = 64,512 <= 65,536. A consumer
 // holds S (64), two P buffers (2 x 32) and O (64) at D = 128; at 232 a few loop-carried scalars spill.
 constexpr int kProducerRegs = 24;
@@ -87,13 +104,13 @@ __device__ __forceinline__ void cta_tiles(const GdpaParams& p, int* begin, int* 
   }
 }
 
-// True when some (row, key) of rows [row_lo, row_hi] x block n is disallowed, or, with PAST_END,
-// past the keys: only those blocks pay for the mask compares. The activation kernels leave keys
-// past the end unmasked: their K and V rows are zeros (jagged_load.cuh), so the score is 0 and
-// act(0) = 0. The softmax variant passes PAST_END (exp of a zero score is not zero).
-template <int MASK, int BN, bool PAST_END>
-__device__ __forceinline__ bool block_needs_mask(int n, int row_lo, int row_hi, const FwdTile& t, const GdpaParams& p) {
-  const int col_lo = n * BN, col_hi = n * BN + BN - 1;
+// True when some (row, key) of rows [row_lo, row_hi] x keys [col_lo, col_hi] is disallowed, or,
+// with PAST_END, past the keys: only those blocks pay for the mask compares. The activation kernels
+// leave keys past the end unmasked: their K and V rows are zeros (jagged_load.cuh), so the score is
+// 0 and act(0) = 0. The softmax variant passes PAST_END (exp of a zero score is not zero).
+template <int MASK, bool PAST_END>
+__device__ __forceinline__ bool block_needs_mask(int col_lo, int col_hi, int row_lo, int row_hi, const FwdTile& t,
+                                                 const GdpaParams& p) {
   if (PAST_END && col_hi >= t.len_k) return true;
   const int d0 = t.len_k - t.len_q;
   if constexpr (MASK == kMaskCausal) return col_hi > row_lo + d0;
@@ -173,8 +190,9 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
 // ---------------------------------------------------------------------------------------------
 
 // S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S. BM: the Q tile's rows (its
-// panels' row count, which sets the descriptor's step from one 64-column panel to the next).
-template <int DTYPE, int D, int BN, int BM = kFwdBlockM>
+// panels' row count, which sets the descriptor's step from one 64-column panel to the next); the
+// first BN keys of a K slot of KROWS rows per panel (a narrow last block: 64 of 128).
+template <int DTYPE, int D, int BN, int BM = kFwdBlockM, int KROWS = BN>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
   // Stepped descriptors (ptx/smem_desc.h): encoded once here, one add per wgmma below.
   const WgmmaDescBase qa = sw128_kmajor_base(q_tile + unsigned(q_first_row) * kSw128RowBytes);
@@ -182,7 +200,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, in
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const unsigned long long da = qa.at(sw128_kmajor_step(BM, ks));
-    const unsigned long long db = kb.at(sw128_kmajor_step(BN, ks));
+    const unsigned long long db = kb.at(sw128_kmajor_step(KROWS, ks));
     if (ks == 0)
       ptx::Wgmma<BN, DTYPE>::template ss<0, 0, 0>(s, da, db);
     else
@@ -190,11 +208,12 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, in
   }
 }
 
-// O (+)= P V over the BN keys of the block: BN/16 wgmmas with A from registers and V N-major.
-// ACCUMULATE = false starts O over (the tile's first block).
-template <int DTYPE, int D, int BN, bool ACCUMULATE>
+// O (+)= P V over the first BN keys of a V slot of VROWS rows per panel (a narrow last block: 64
+// of 128): BN/16 wgmmas with A from registers and V N-major. ACCUMULATE = false starts O over
+// (the tile's first block).
+template <int DTYPE, int D, int BN, bool ACCUMULATE, int VROWS = BN>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile) {
-  const WgmmaDescBase vb = sw128_mnmajor_base(v_tile, BN);
+  const WgmmaDescBase vb = sw128_mnmajor_base(v_tile, VROWS);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     const unsigned a[4] = {p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]};
@@ -206,26 +225,27 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[
   }
 }
 
-template <int DTYPE, int D, int BN>
+template <int DTYPE, int D, int BN, int VROWS = BN>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const unsigned (&p)[BN / 4], unsigned v_tile, bool accumulate) {
   if (accumulate)
-    issue_pv<DTYPE, D, BN, true>(o, p, v_tile);
+    issue_pv<DTYPE, D, BN, true, VROWS>(o, p, v_tile);
   else
-    issue_pv<DTYPE, D, BN, false>(o, p, v_tile);
+    issue_pv<DTYPE, D, BN, false, VROWS>(o, p, v_tile);
 }
 
 // Pingpong (kFwdPingpong): one turn per inner step, S_j and PV_{j-1} issued together.
 template <int FLAGS>
 using FwdTurns = ConsumerTurns<(FLAGS & kFwdPingpong) != 0, kBarSchedBase>;
 
+// P = act(S) for the BN keys from col0 on (sequence-local) and the 64 rows from row0 on.
 template <int DTYPE, int ACT, int MASK, int BN, bool UNIT_SCALE, int MIX, bool TWICE>
-__device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int n, int row0,
+__device__ __forceinline__ void activate_block(const float (&s)[BN / 2], unsigned (&p)[BN / 4], int col0, int row0,
                                                const FwdTile& t, const GdpaParams& prm, const FragThread& f) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
-  if (block_needs_mask<MASK, BN, false>(n, row0, row0 + 63, t, prm))
-    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+  if (block_needs_mask<MASK, false>(col0, col0 + BN - 1, row0, row0 + 63, t, prm))
+    s_to_p<DTYPE, ACT, MASK, true, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, col0, mb);
   else
-    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, n * BN, mb);
+    s_to_p<DTYPE, ACT, MASK, false, UNIT_SCALE, BN, MIX, TWICE>(s, p, prm.logit_scale, f, row0, col0, mb);
 }
 
 // The softmax variant's counterpart: P from the online softmax, corr for O and the row sums.
@@ -235,7 +255,7 @@ __device__ __forceinline__ void softmax_block(const float (&s)[BN / 2], unsigned
                                               SoftmaxRows& rows, float (&corr)[2]) {
   const MaskBounds mb{t.len_q, t.len_k, prm.window_left, prm.window_right};
   const float scale_log2 = prm.logit_scale * 1.4426950408889634f;
-  if (block_needs_mask<MASK, BN, true>(n, row0, row0 + 63, t, prm))
+  if (block_needs_mask<MASK, true>(n * BN, n * BN + BN - 1, row0, row0 + 63, t, prm))
     softmax_s_to_p<DTYPE, MASK, true, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
   else
     softmax_s_to_p<DTYPE, MASK, false, BN>(s, p, scale_log2, f, row0, n * BN, mb, rows, corr);
@@ -256,6 +276,8 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kSkipEmpty = (FLAGS & kFwdSkipEmptyHalf) != 0;
   constexpr bool kWholeBatch = (FLAGS & kFwdWholeBatchBranch) != 0;
   constexpr bool kStmatrix = (FLAGS & kFwdStmatrixO) != 0;
+  constexpr bool kNarrow = (FLAGS & kFwdNarrowLastBlock) != 0;
+  static_assert(!(kNarrow && kSoftmax), "the softmax variant masks keys past the end in whole blocks");
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
@@ -414,25 +436,32 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       softmax_rows_init(rows);
       softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
     } else {
-      activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_a, cur.n_begin(), row0, cur, p, f);
+      activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_a, cur.n_begin() * BN, row0, cur, p, f);
     }
     trace(kFtActDone, 0);
 
     // ---- step j: S_j issued before O += P_{j-1} V_{j-1}; act(S_j) runs under the PV GEMM ----
     // acc: whether the PV GEMM adds to O (false for the tile's first, which starts O over); known
     // at run time only where the loop runs both kinds of step (kFwdWholeBatchBranch says why the
-    // branch on it comes before the batch).
-    auto step = [&](int j, unsigned (&p_in)[BN / 4], unsigned (&p_out)[BN / 4], bool acc) {
+    // branch on it comes before the batch). NARROW (kFwdNarrowLastBlock, the tile's last block
+    // only): S_j over the block's first BN / 2 keys, the rest lying past the sequence's end; P_j is
+    // then the leading half of p_out. p_in and p_out are P's unsigned[BN / 4] arrays, taken as
+    // auto&: a generic lambda with array-reference parameters of that bound crashed nvcc 13.0's
+    // cicc (segmentation fault).
+    auto step = [&](auto narrow_tag, int j, auto& p_in, auto& p_out_all, bool acc) {
+      constexpr int NS = decltype(narrow_tag)::value ? BN / 2 : BN;  // keys of S_j
+      float(&s)[NS / 2] = leading<NS / 2>(s_acc);
+      unsigned(&p_out)[NS / 4] = leading<NS / 4>(p_out_all);
       const int kj = kvb + j, vj = kvb + j - 1;
       wait_step_turn(j);
       auto issue_s = [&] {
         ptx::wgmma_fence();
-        issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kj));
+        issue_qk<DTYPE, D, NS, kFwdBlockM, BN>(s, q_addr, 64 * cw, k_tile(kj));
         ptx::wgmma_commit();
         trace(kFtQkIssued, j);
         if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
           ptx::wgmma_wait<0>();
-          ptx::fence_operand(s_acc);
+          ptx::fence_operand(s);
         }
       };
       // Each branch commits its own batch: a commit after the join would need ptxas's extra
@@ -456,14 +485,14 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         ptx::wgmma_wait<1>();  // S_j done; the PV GEMM may still run under the activation
       else
         ptx::wgmma_wait<0>();
-      ptx::fence_operand(s_acc);
+      ptx::fence_operand(s);
       trace(kFtSReady, j);
       if (release_kv) consumer_release(bars->k[kj % ST]);
       if (j == nblocks - 1) consumer_release(bars->q[qs]);
       if constexpr (kSoftmax)
-        softmax_block<DTYPE, MASK, BN>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f, rows, corr);
+        softmax_block<DTYPE, MASK, BN>(s_acc, p_out_all, cur.n_begin() + j, row0, cur, p, f, rows, corr);
       else
-        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_out, cur.n_begin() + j, row0, cur, p, f);
+        activate_block<DTYPE, ACT, MASK, NS, kUnit, kMix, kTwice>(s, p_out, (cur.n_begin() + j) * BN, row0, cur, p, f);
       trace(kFtActDone, j);
       ptx::wgmma_wait<0>();
       ptx::fence_operand(p_in);
@@ -476,7 +505,10 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     };
 
     // ---- last PV; with outer pipelining the next tile's first QK^T rides in the same turn ----
-    auto finish = [&](unsigned (&p_last)[BN / 4]) {
+    // NARROW: the last block's PV over its first BN / 2 keys (the leading half of p_last).
+    auto finish = [&](auto narrow_tag, auto& p_last_all) {
+      constexpr int NP = decltype(narrow_tag)::value ? BN / 2 : BN;  // keys of the last PV
+      unsigned(&p_last)[NP / 4] = leading<NP / 4>(p_last_all);
       const int vj = kvb + nblocks - 1;
       const bool prefetch = kOuter && have_next && !nxt.empty();
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
@@ -485,7 +517,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       // sequences after the fence): in any form that fixes it before the fence, ptxas flags the
       // epilogue's reads of O (under the next tile's QK^T) and serializes every wgmma (C7514).
       ptx::wgmma_fence();
-      issue_pv<DTYPE, D, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
+      issue_pv<DTYPE, D, NP, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
       ptx::wgmma_commit();
       if (prefetch) {
         issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
@@ -512,17 +544,49 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     };
 
     // P alternates between p_a and p_b so no register copy is needed between steps.
-    int j = 1;
-    for (; j + 1 < nblocks; j += 2) {
-      step(j, p_a, p_b, j > 1);
-      step(j + 1, p_b, p_a, true);
-    }
+    using Wide = BoolTag<false>;
+    using Narrow = BoolTag<true>;
     bool prefetched;
-    if (j < nblocks) {
-      step(j, p_a, p_b, j > 1);
-      prefetched = finish(p_b);
+    if constexpr (!kNarrow) {
+      int j = 1;
+      for (; j + 1 < nblocks; j += 2) {
+        step(Wide{}, j, p_a, p_b, j > 1);
+        step(Wide{}, j + 1, p_b, p_a, true);
+      }
+      if (j < nblocks) {
+        step(Wide{}, j, p_a, p_b, j > 1);
+        prefetched = finish(Wide{}, p_b);
+      } else {
+        prefetched = finish(Wide{}, p_a);
+      }
     } else {
-      prefetched = finish(p_a);
+      // kFwdNarrowLastBlock: a last block (not the first) holding at most BN / 2 of the keys runs
+      // narrow. The whole steps before it leave P in p_a or p_b by their parity; the narrow step
+      // takes it from p_a (one copy of 32 registers otherwise), so it and the narrow finish exist
+      // once in the code: every copy of a step costs the whole kernel (PERF_NOTES, twenty-third
+      // session).
+      const bool narrow = nblocks >= 2 && cur.len_k - (cur.n_end() - 1) * BN <= BN / 2;
+      const int wide_end = narrow ? nblocks - 1 : nblocks;  // steps j < wide_end are whole
+      int j = 1;
+      for (; j + 1 < wide_end; j += 2) {
+        step(Wide{}, j, p_a, p_b, j > 1);
+        step(Wide{}, j + 1, p_b, p_a, true);
+      }
+      const bool in_b = j < wide_end;  // one whole step left: it writes p_b
+      if (in_b) {
+        step(Wide{}, j, p_a, p_b, j > 1);
+        ++j;
+      }
+      if (narrow) {
+        if (in_b) {
+#pragma unroll
+          for (int i = 0; i < BN / 4; ++i) p_a[i] = p_b[i];
+        }
+        step(Narrow{}, j, p_a, p_b, j > 1);
+        prefetched = finish(Narrow{}, p_b);
+      } else {
+        prefetched = in_b ? finish(Wide{}, p_b) : finish(Wide{}, p_a);
+      }
     }
 
     if (fresh) kv_count += nblocks;
@@ -633,7 +697,8 @@ __device__ __forceinline__ void fwd_consumer_serial(int cw, const GdpaParams& p,
         const bool last = j == nblocks - 1;
         trace(kFtSReady, j);
         if (!plan.o_in_q && last) consumer_release(bars->q[qs]);
-        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_acc, cur.n_begin() + j, row0, cur, p, f);
+        activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_acc, (cur.n_begin() + j) * BN, row0, cur, p,
+                                                                  f);
         trace(kFtActDone, j);
         if (fresh) consumer_wait(bars->v[kj % ST], phase_of(kj, ST));
         if (last) {

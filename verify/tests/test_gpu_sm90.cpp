@@ -510,6 +510,47 @@ TEST_SUITE("gpu") {
           check_same_forward_bits(with, without, p, dp, ctx);
         }
   }
+  TEST_CASE("sm90 forward: a narrow last key block gives the same O bits, and matches the reference") {
+    // kFwdNarrowLastBlock: a tile's last key block (not its first) with at most 64 keys runs its
+    // QK^T, activation and PV over those 64 keys only. The keys it leaves out lie past the
+    // sequence's end, where K and V are zeros and P is act(0) = 0: their products are exact zeros,
+    // so O must not change by a bit. Key lengths with a remainder in (0, 64] and (64, 128], one to
+    // six blocks (both parities of the whole steps before the narrow one), Lk <= 64 (a narrow
+    // first block, which stays whole), self and cross; masks, head dims and both dtypes. Explicit
+    // flags, so that the masked D = 128 kernels, which the default leaves whole (they spill with
+    // it), are checked too.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (MaskKind mask : {kMaskNone, kMaskCausal, kMaskWindow})
+      for (int d : {64, 128})
+        for (DType dt : {kBF16, kFP16}) {
+          if (dt == kFP16 && mask == kMaskWindow) continue;
+          ProblemDesc p = half_fold_problem(kFastGelu, 221, 4, 2, 60);
+          p.mask = mask;
+          p.head_dim = d;
+          p.dtype = dt;
+          if (mask == kMaskWindow) p.window_left = 200, p.window_right = 30;
+          std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
+          for (int b = 0; b < p.batch(); ++b) {
+            lk[size_t(b)] = 128 * (b % 6) + (b % 2 ? 1 + (b * 13) % 64 : 65 + (b * 17) % 64);
+            lq[size_t(b)] = b % 3 ? lk[size_t(b)] : 1 + (b * 29) % 300;
+          }
+          p.cu_seqlens_q = offsets_from_lengths(lq);
+          p.cu_seqlens_k = offsets_from_lengths(lk);
+          CAPTURE(int(mask));
+          CAPTURE(d);
+          CAPTURE(int(dt));
+          Sm90Options narrow, whole;
+          narrow.fwd_flags = sm90::kFwdDefaultFlags;
+          whole.fwd_flags = sm90::kFwdDefaultFlags & ~sm90::kFwdNarrowLastBlock;
+          DeviceProblem dp(p, make_inputs(p, 222, false), false);
+          check_same_forward_bits(narrow, whole, p, dp, ctx);
+          auto k = make_sm90_kernel(narrow);
+          const CheckOutcome o = run_check(*k, CheckCase{"narrow last key blocks", p, false, 223}, ctx.info());
+          INFO(o.line);
+          CHECK(o.pass);
+        }
+  }
   TEST_CASE("sm90 forward: branching before the GEMM batch gives the same O bits") {
     // kFwdWholeBatchBranch (the default from a mean Lk of 192) against the same kernel without it:
     // tiles of 1 to 12 key blocks, both parities of the block count, K/V kept and reloaded.

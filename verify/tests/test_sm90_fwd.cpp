@@ -194,17 +194,98 @@ static void check_only_bit_differs(int bit, int flags_on, int flags_off) {
 TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdSkipEmptyMaxMeanLenK") {
   using namespace sm90;
   const int limit = kFwdSkipEmptyMaxMeanLenK;
-  auto flags_for = fwd_flags_for_lengths;
-  const int at_limit = flags_for(limit - 100, limit + 100, Sm90Options{});  // mean Lk = the limit
-  const int above = flags_for(limit - 100, limit + 101, Sm90Options{});     // just above it
+  auto flags_for = fwd_flags_for_lengths;  // self attention: Lk = Lq
+  Sm90Options no_narrow;  // the lengths below also decide the narrow last key block's rule
+  no_narrow.fwd_flags_drop = kFwdNarrowLastBlock;
+  const int at_limit = flags_for(limit - 100, limit + 100, no_narrow);  // mean Lk = the limit
+  const int above = flags_for(limit - 100, limit + 101, no_narrow);     // just above it
   check_only_bit_differs(kFwdSkipEmptyHalf, at_limit, above);
   Sm90Options explicit_flags;  // explicit flags are used as given
   explicit_flags.fwd_flags = kFwdDefaultFlags;
   CHECK((flags_for(limit - 100, limit + 101, explicit_flags) & kFwdSkipEmptyHalf) != 0);
   // ...and only where some tile has an empty half: a last query tile of 1..64 rows.
-  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(384, 576, Sm90Options{}), flags_for(384, 577, Sm90Options{}));
-  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(192, 512, Sm90Options{}), flags_for(193, 512, Sm90Options{}));
+  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(384, 576, no_narrow), flags_for(384, 577, no_narrow));
+  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(192, 512, no_narrow), flags_for(193, 512, no_narrow));
   CHECK((flags_for(512, 512, Sm90Options{}) & kFwdSkipEmptyHalf) == 0);  // whole tiles only
+}
+
+TEST_CASE("sm90 forward runs a narrow last key block by default only where some sequence has one") {
+  using namespace sm90;
+  auto flags_for = fwd_flags_for_lengths;  // self attention: Lk = Lq
+  Sm90Options no_skip;  // the lengths below also decide the empty-half skip's rule
+  no_skip.fwd_flags_drop = kFwdSkipEmptyHalf;
+  // Some Lk % 128 in 1..64: on; only whole or more-than-half-full last blocks: off.
+  check_only_bit_differs(kFwdNarrowLastBlock, flags_for(384, 576, no_skip), flags_for(384, 577, no_skip));
+  CHECK((flags_for(512, 1024, Sm90Options{}) & kFwdNarrowLastBlock) == 0);
+  CHECK((flags_for(2048, 2049, Sm90Options{}) & kFwdNarrowLastBlock) != 0);  // at any mean Lk
+  Sm90Options off;  // the ablation
+  off.fwd_flags_drop = kFwdNarrowLastBlock;
+  check_only_bit_differs(kFwdNarrowLastBlock, flags_for(384, 576, Sm90Options{}), flags_for(384, 576, off));
+  // The softmax variant and the three-warpgroup consumer have no narrow form.
+  Sm90Options softmax;
+  softmax.softmax = true;
+  CHECK((flags_for(384, 576, softmax) & kFwdNarrowLastBlock) == 0);
+  Sm90Options three;
+  three.fwd_flags = kFwdThreeConsumers | kFwdKvReuse | kFwdNarrowLastBlock;
+  CHECK((flags_for(384, 576, three) & kFwdNarrowLastBlock) == 0);
+  // ...and only where the kernel keeps its registers with it (fwd_narrow_keeps_registers).
+  CHECK(fwd_narrow_keeps_registers(kFastGelu, kMaskNone, 128));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kFastGelu, kMaskCausal, 128));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kGeluPoly, kMaskNone, 128));
+  CHECK(fwd_narrow_keeps_registers(kGeluPoly, kMaskWindow, 64));
+  ProblemDesc p;
+  p.cu_seqlens_q = p.cu_seqlens_k = {0, 384, 960};
+  for (int d : {64, 128})
+    for (MaskKind m : {kMaskNone, kMaskCausal})
+      for (Activation a : {kFastGelu, kGeluPoly}) {
+        p.head_dim = d;
+        p.mask = m;
+        p.activation = a;
+        const std::string name = sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression;
+        CAPTURE(name);
+        CHECK(((std::stoi(name.substr(name.rfind(',') + 1)) & kFwdNarrowLastBlock) != 0) ==
+              fwd_narrow_keeps_registers(a, m, d));
+      }
+}
+
+TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, nothing serialized") {
+  // Every kernel the default gives the narrow form (fwd_narrow_keeps_registers): the D = 128
+  // activations it allows, unmasked, and D = 64 with the heaviest activation and mask. The narrow
+  // block's S is an m64n64 product into the leading half of S's registers (a view through a cast,
+  // gdpa_fwd.cu leading): it must stay in registers.
+  struct V {
+    int d;
+    Activation a;
+    MaskKind m;
+  };
+  const V variants[] = {{128, kIdentity, kMaskNone}, {128, kFastGelu, kMaskNone},   {128, kRelu, kMaskNone},
+                        {128, kReluSquare, kMaskNone}, {128, kLeakyRelu, kMaskNone}, {128, kSilu, kMaskNone},
+                        {128, kHardswish, kMaskNone}, {64, kGeluPoly, kMaskWindow}};
+  for (const V& v : variants) {
+    ProblemDesc p;
+    p.dtype = kBF16;
+    p.head_dim = v.d;
+    p.activation = v.a;
+    p.mask = v.m;
+    if (v.m == kMaskWindow) p.window_left = p.window_right = 16;
+    p.cu_seqlens_q = p.cu_seqlens_k = {0, 300, 600};
+    const std::vector<KernelSource> srcs = sm90_kernel_sources(p, Sm90Options{}, false);
+    REQUIRE(srcs.size() == 1);
+    const std::string& name = srcs[0].name_expression;
+    CAPTURE(name);
+    REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kFwdNarrowLastBlock) != 0);
+    KernelSource src = srcs[0];
+    src.options.push_back("-Xptxas=-v");
+    const CompiledKernel ck = compile_kernel(src, 90);
+    REQUIRE_MESSAGE(ck.log.find("registers") != std::string::npos, "no ptxas report in: ", ck.log);
+    CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);  // serialized wgmma
+    CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+    const std::string sass = disassemble(ck.cubin);
+    REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
+    if (v.d == 128)  // the narrow QK^T in both of the step's batches (at D = 64 every PV is 64 wide too)
+      CHECK(count_of(sass, "HGMMA.64x64x16") == 16);
+    CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
+  }
 }
 
 TEST_CASE("sm90 forward branches before the GEMM batch by default only from kFwdWholeBatchMinMeanLenK") {
