@@ -35,7 +35,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // step form costs the others) and the kernel keeps its registers with it (fwd_config.h).
   if (o.fwd_flags < 0 && p.batch() > 0 &&
       (!some_last_tile_half_empty(p, true, sm90::fwd_block_n(p.head_dim, f)) ||
-       !sm90::fwd_narrow_keeps_registers(p.activation, p.mask, p.head_dim)))
+       !sm90::fwd_narrow_keeps_registers(p.activation, p.mask, p.head_dim, p.logit_scale == 1.0f)))
     f &= ~sm90::kFwdNarrowLastBlock;
   // The three-warpgroup consumer's steps all accumulate (O starts at zero): the bit would only name
   // a copy of the same kernel. It and the softmax variant have no narrow block.

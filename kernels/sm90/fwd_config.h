@@ -104,15 +104,15 @@ constexpr int kFwdWholeBatchMinMeanLenK = 192;
 
 // kFwdNarrowLastBlock by default only where its second step form leaves every register in place
 // (ptxas -v, sm_90a, twenty-third session). At D = 64 always. At D = 128 only without a mask (the
-// causal and window bounds held across it spilled 84-124 bytes) and for the activations with few
-// temporaries: gelu, gelu_tanh, fast_gelu_bf16, gelu_taylor6, gelu_poly and fast_silu spilled 64-80
-// bytes. Measured where it applies (fast_gelu, four interleaved rounds, both orders): s = 0.5
-// L = 256 / 512 / 1024 / 2048 1.007-1.010 / 1.005-1.013 / 1.021-1.024 / 1.019-1.023x. The host also
-// leaves it off where no sequence's last key block holds 1..64 keys (a second step form costs the
-// others).
-GDPA_HD constexpr bool fwd_narrow_keeps_registers(int activation, int mask, int head_dim) {
+// causal and window bounds held across it spilled 84-124 bytes), with logit_scale = 1 (fast_gelu
+// with another scale spilled 72 bytes) and for the activations with few temporaries: gelu,
+// gelu_tanh, fast_gelu_bf16, gelu_taylor6, gelu_poly and fast_silu spilled 64-80 bytes. Measured
+// where it applies (fast_gelu, four interleaved rounds, both orders): s = 0.5 L = 256 / 512 / 1024
+// / 2048 1.007-1.010 / 1.005-1.013 / 1.021-1.024 / 1.019-1.023x. The host also leaves it off where
+// no sequence's last key block holds 1..64 keys (a second step form costs the others).
+GDPA_HD constexpr bool fwd_narrow_keeps_registers(int activation, int mask, int head_dim, bool unit_logit_scale) {
   if (head_dim == 64) return true;
-  if (mask != kMaskNone) return false;
+  if (mask != kMaskNone || !unit_logit_scale) return false;
   return activation == kIdentity || activation == kFastGelu || activation == kRelu || activation == kReluSquare ||
          activation == kLeakyRelu || activation == kSilu || activation == kHardswish;
 }

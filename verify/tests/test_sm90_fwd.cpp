@@ -229,28 +229,32 @@ TEST_CASE("sm90 forward runs a narrow last key block by default only where some 
   three.fwd_flags = kFwdThreeConsumers | kFwdKvReuse | kFwdNarrowLastBlock;
   CHECK((flags_for(384, 576, three) & kFwdNarrowLastBlock) == 0);
   // ...and only where the kernel keeps its registers with it (fwd_narrow_keeps_registers).
-  CHECK(fwd_narrow_keeps_registers(kFastGelu, kMaskNone, 128));
-  CHECK_FALSE(fwd_narrow_keeps_registers(kFastGelu, kMaskCausal, 128));
-  CHECK_FALSE(fwd_narrow_keeps_registers(kGeluPoly, kMaskNone, 128));
-  CHECK(fwd_narrow_keeps_registers(kGeluPoly, kMaskWindow, 64));
+  CHECK(fwd_narrow_keeps_registers(kFastGelu, kMaskNone, 128, true));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kFastGelu, kMaskNone, 128, false));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kFastGelu, kMaskCausal, 128, true));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kGeluPoly, kMaskNone, 128, true));
+  CHECK(fwd_narrow_keeps_registers(kGeluPoly, kMaskWindow, 64, false));
   ProblemDesc p;
   p.cu_seqlens_q = p.cu_seqlens_k = {0, 384, 960};
   for (int d : {64, 128})
     for (MaskKind m : {kMaskNone, kMaskCausal})
-      for (Activation a : {kFastGelu, kGeluPoly}) {
-        p.head_dim = d;
-        p.mask = m;
-        p.activation = a;
-        const std::string name = sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression;
-        CAPTURE(name);
-        CHECK(((std::stoi(name.substr(name.rfind(',') + 1)) & kFwdNarrowLastBlock) != 0) ==
-              fwd_narrow_keeps_registers(a, m, d));
-      }
+      for (Activation a : {kFastGelu, kGeluPoly})
+        for (float scale : {1.0f, 0.75f}) {
+          p.head_dim = d;
+          p.mask = m;
+          p.activation = a;
+          p.logit_scale = scale;
+          const std::string name = sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression;
+          CAPTURE(name);
+          CHECK(((std::stoi(name.substr(name.rfind(',') + 1)) & kFwdNarrowLastBlock) != 0) ==
+                fwd_narrow_keeps_registers(a, m, d, scale == 1.0f));
+        }
 }
 
 TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, nothing serialized") {
-  // Every kernel the default gives the narrow form (fwd_narrow_keeps_registers): the D = 128
-  // activations it allows, unmasked, and D = 64 with the heaviest activation and mask. The narrow
+  // Every kind of kernel the default gives the narrow form (fwd_narrow_keeps_registers): the
+  // D = 128 activations it allows, unmasked, logit_scale 1, and D = 64 with the heaviest activation,
+  // a mask and another scale. The narrow
   // block's S is an m64n64 product into the leading half of S's registers (a view through a cast,
   // gdpa_fwd.cu leading): it must stay in registers.
   struct V {
@@ -268,6 +272,7 @@ TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, 
     p.activation = v.a;
     p.mask = v.m;
     if (v.m == kMaskWindow) p.window_left = p.window_right = 16;
+    if (v.d == 64) p.logit_scale = 0.75f;
     p.cu_seqlens_q = p.cu_seqlens_k = {0, 300, 600};
     const std::vector<KernelSource> srcs = sm90_kernel_sources(p, Sm90Options{}, false);
     REQUIRE(srcs.size() == 1);
