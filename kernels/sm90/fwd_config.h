@@ -4,6 +4,7 @@
 #pragma once
 #include "../common/enums.h"
 #include "../common/portability.h"
+#include "act_mix.h"
 
 namespace gdpa::sm90 {
 
@@ -102,19 +103,21 @@ constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 // was not re-measured and stays below the limit.
 constexpr int kFwdWholeBatchMinMeanLenK = 192;
 
-// kFwdNarrowLastBlock by default only where its second step form leaves every register in place
-// (ptxas -v, sm_90a, twenty-third session). At D = 64 always. At D = 128 only without a mask (the
-// causal and window bounds held across it spilled 84-124 bytes), with logit_scale = 1 (fast_gelu
-// with another scale spilled 72 bytes) and for the activations with few temporaries: gelu,
-// gelu_tanh, fast_gelu_bf16, gelu_taylor6, gelu_poly and fast_silu spilled 64-80 bytes. Measured
-// where it applies (fast_gelu, four interleaved rounds, both orders): s = 0.5 L = 256 / 512 / 1024
-// / 2048 1.007-1.010 / 1.005-1.013 / 1.021-1.024 / 1.019-1.023x. The host also leaves it off where
-// no sequence's last key block holds 1..64 keys (a second step form costs the others).
-GDPA_HD constexpr bool fwd_narrow_keeps_registers(int activation, int mask, int head_dim, bool unit_logit_scale) {
-  if (head_dim == 64) return true;
-  if (mask != kMaskNone || !unit_logit_scale) return false;
-  return activation == kIdentity || activation == kFastGelu || activation == kRelu || activation == kReluSquare ||
-         activation == kLeakyRelu || activation == kSilu || activation == kHardswish;
+// kFwdNarrowLastBlock by default only in the kernels where it was found to leave ptxas every
+// register it needs (twenty-third session): bf16, D = 128, fast_gelu, no mask, logit_scale 1
+// (kFwdUnitLogitScale), no act mix, with the pingpong and the outer pipeline; with or without the
+// skip path, the whole-batch branch and any other one switch dropped. Elsewhere its second step
+// form made some variants spill 64-124 bytes (masks, another logit scale, the heavier activations)
+// or serialize their wgmmas for want of registers (ptxas C7511: fp16, D = 64, other activations,
+// or without the pingpong or the outer pipeline, depending on the other flags), so those run the
+// whole last block. Measured where it applies (five interleaved rounds, both orders): s = 0.5
+// L = 256 / 512 / 1024 / 2048 1.007-1.011 / 1.005-1.013 / 1.021-1.024 / 1.019-1.023x. The host also
+// leaves it off where no sequence's last key block holds 1..64 keys (a second step form costs the
+// others).
+GDPA_HD constexpr bool fwd_narrow_keeps_registers(int dtype, int activation, int mask, int head_dim, int flags) {
+  return dtype == kBF16 && head_dim == 128 && activation == kFastGelu && mask == kMaskNone &&
+         (flags & kFwdUnitLogitScale) != 0 && (flags & kFwdPingpong) != 0 && (flags & kFwdOuterPipeline) != 0 &&
+         act_mix_of(flags) == 0;
 }
 
 constexpr int kFwdConsumerWarpgroups = 2;  // the default; kFwdThreeConsumers: 3

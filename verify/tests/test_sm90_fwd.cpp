@@ -228,57 +228,73 @@ TEST_CASE("sm90 forward runs a narrow last key block by default only where some 
   Sm90Options three;
   three.fwd_flags = kFwdThreeConsumers | kFwdKvReuse | kFwdNarrowLastBlock;
   CHECK((flags_for(384, 576, three) & kFwdNarrowLastBlock) == 0);
-  // ...and only where the kernel keeps its registers with it (fwd_narrow_keeps_registers).
-  CHECK(fwd_narrow_keeps_registers(kFastGelu, kMaskNone, 128, true));
-  CHECK_FALSE(fwd_narrow_keeps_registers(kFastGelu, kMaskNone, 128, false));
-  CHECK_FALSE(fwd_narrow_keeps_registers(kFastGelu, kMaskCausal, 128, true));
-  CHECK_FALSE(fwd_narrow_keeps_registers(kGeluPoly, kMaskNone, 128, true));
-  CHECK(fwd_narrow_keeps_registers(kGeluPoly, kMaskWindow, 64, false));
+  // ...and only in the kernels that keep their registers with it (fwd_narrow_keeps_registers):
+  // bf16, D = 128, fast_gelu, no mask, logit_scale 1, no act mix, pingpong and outer pipeline.
+  const int base = kFwdDefaultFlags | kFwdUnitLogitScale;
+  CHECK(fwd_narrow_keeps_registers(kBF16, kFastGelu, kMaskNone, 128, base));
+  CHECK(fwd_narrow_keeps_registers(kBF16, kFastGelu, kMaskNone, 128, base & ~kFwdSkipEmptyHalf & ~kFwdWholeBatchBranch));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kFP16, kFastGelu, kMaskNone, 128, base));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kBF16, kFastGelu, kMaskNone, 64, base));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kBF16, kSilu, kMaskNone, 128, base));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kBF16, kFastGelu, kMaskCausal, 128, base));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kBF16, kFastGelu, kMaskNone, 128, base & ~kFwdUnitLogitScale));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kBF16, kFastGelu, kMaskNone, 128, base & ~kFwdPingpong));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kBF16, kFastGelu, kMaskNone, 128, base & ~kFwdOuterPipeline));
+  CHECK_FALSE(fwd_narrow_keeps_registers(kBF16, kFastGelu, kMaskNone, 128, with_act_mix(base, 4)));
+  Sm90Options no_pingpong, mix;
+  no_pingpong.fwd_flags_drop = kFwdPingpong;
+  mix.act_mix = 4;
+  CHECK((flags_for(384, 576, no_pingpong) & kFwdNarrowLastBlock) == 0);
+  CHECK((flags_for(384, 576, mix) & kFwdNarrowLastBlock) == 0);
   ProblemDesc p;
   p.cu_seqlens_q = p.cu_seqlens_k = {0, 384, 960};
-  for (int d : {64, 128})
-    for (MaskKind m : {kMaskNone, kMaskCausal})
-      for (Activation a : {kFastGelu, kGeluPoly})
-        for (float scale : {1.0f, 0.75f}) {
-          p.head_dim = d;
-          p.mask = m;
-          p.activation = a;
-          p.logit_scale = scale;
-          const std::string name = sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression;
-          CAPTURE(name);
-          CHECK(((std::stoi(name.substr(name.rfind(',') + 1)) & kFwdNarrowLastBlock) != 0) ==
-                fwd_narrow_keeps_registers(a, m, d, scale == 1.0f));
-        }
+  for (DType dt : {kBF16, kFP16})
+    for (int d : {64, 128})
+      for (MaskKind m : {kMaskNone, kMaskCausal})
+        for (Activation a : {kFastGelu, kSilu})
+          for (float scale : {1.0f, 0.75f}) {
+            p.dtype = dt;
+            p.head_dim = d;
+            p.mask = m;
+            p.activation = a;
+            p.logit_scale = scale;
+            const std::string name = sm90_kernel_sources(p, Sm90Options{}, false)[0].name_expression;
+            CAPTURE(name);
+            CHECK(((std::stoi(name.substr(name.rfind(',') + 1)) & kFwdNarrowLastBlock) != 0) ==
+                  (dt == kBF16 && d == 128 && m == kMaskNone && a == kFastGelu && scale == 1.0f));
+          }
 }
 
 TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, nothing serialized") {
-  // Every kind of kernel the default gives the narrow form (fwd_narrow_keeps_registers): the
-  // D = 128 activations it allows, unmasked, logit_scale 1, and D = 64 with the heaviest activation,
-  // a mask and another scale. The narrow
-  // block's S is an m64n64 product into the leading half of S's registers (a view through a cast,
-  // gdpa_fwd.cu leading): it must stay in registers.
+  // The four default kernels with the narrow form (fwd_narrow_keeps_registers: bf16, D = 128,
+  // fast_gelu, no mask): with and without the skip path (a last query tile of 1..64 rows) and the
+  // whole-batch branch (mean Lk >= 192). The narrow block's S is an m64n64 product into the leading
+  // half of S's registers (a view through a cast, gdpa_fwd.cu leading): it must stay in registers,
+  // and no wgmma may be serialized (ptxas C7511 met the narrow form in fp16, at D = 64, with other
+  // activations and without the pingpong or the outer pipeline, which the rule leaves out).
   struct V {
-    int d;
-    Activation a;
-    MaskKind m;
+    std::vector<int> q, k;
+    bool skip, whole_batch;
   };
-  const V variants[] = {{128, kIdentity, kMaskNone}, {128, kFastGelu, kMaskNone},   {128, kRelu, kMaskNone},
-                        {128, kReluSquare, kMaskNone}, {128, kLeakyRelu, kMaskNone}, {128, kSilu, kMaskNone},
-                        {128, kHardswish, kMaskNone}, {64, kGeluPoly, kMaskWindow}};
+  const V variants[] = {{{0, 300, 600}, {0, 300, 600}, true, true},
+                        {{0, 60, 120}, {0, 60, 120}, true, false},
+                        {{0, 100, 200}, {0, 60, 120}, false, false},
+                        {{0, 100, 200}, {0, 300, 600}, false, true}};
   for (const V& v : variants) {
     ProblemDesc p;
     p.dtype = kBF16;
-    p.head_dim = v.d;
-    p.activation = v.a;
-    p.mask = v.m;
-    if (v.m == kMaskWindow) p.window_left = p.window_right = 16;
-    if (v.d == 64) p.logit_scale = 0.75f;
-    p.cu_seqlens_q = p.cu_seqlens_k = {0, 300, 600};
+    p.head_dim = 128;
+    p.activation = kFastGelu;
+    p.cu_seqlens_q = v.q;
+    p.cu_seqlens_k = v.k;
     const std::vector<KernelSource> srcs = sm90_kernel_sources(p, Sm90Options{}, false);
     REQUIRE(srcs.size() == 1);
     const std::string& name = srcs[0].name_expression;
     CAPTURE(name);
-    REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kFwdNarrowLastBlock) != 0);
+    const int flags = std::stoi(name.substr(name.rfind(',') + 1));
+    REQUIRE((flags & sm90::kFwdNarrowLastBlock) != 0);
+    CHECK(((flags & sm90::kFwdSkipEmptyHalf) != 0) == v.skip);
+    CHECK(((flags & sm90::kFwdWholeBatchBranch) != 0) == v.whole_batch);
     KernelSource src = srcs[0];
     src.options.push_back("-Xptxas=-v");
     const CompiledKernel ck = compile_kernel(src, 90);
@@ -287,8 +303,8 @@ TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, 
     CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
     const std::string sass = disassemble(ck.cubin);
     REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
-    if (v.d == 128)  // the narrow QK^T in both of the step's batches (at D = 64 every PV is 64 wide too)
-      CHECK(count_of(sass, "HGMMA.64x64x16") == 16);
+    // The narrow QK^T: in both of the step's batches with the whole-batch branch, else in one.
+    CHECK(count_of(sass, "HGMMA.64x64x16") == (v.whole_batch ? 16 : 8));
     CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
   }
 }
