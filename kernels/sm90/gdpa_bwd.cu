@@ -55,6 +55,7 @@
 // products (an Inf in the next sequence's Q / dO times a masked dS / P = 0, or in its K times a
 // masked dS) would reach this sequence's dK / dV / dQ; finite inputs are unaffected.
 #include "../common/activations.cuh"
+#include "../common/bool_constant.h"
 #include "../common/masks.cuh"
 #include "../common/params.h"
 #include "../../ptx/cluster.cuh"
@@ -156,11 +157,6 @@ __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
   t.steps = (t.m_end - t.m_begin) * p.group;
   return t;
 }
-
-template <bool B>
-struct BoolConstant {
-  static constexpr bool value = B;
-};
 
 // Step `ls` (0-based within the tile) visits query head kv_head * G + g and query tile m; heads are
 // the outer loop so consecutive steps of one head stream neighbouring Q / dO rows.

@@ -20,6 +20,7 @@
 // it. out_scale multiplies O once in the epilogue instead of every P element: sum_j s*f_j*V_j =
 // s * sum_j f_j*V_j, one multiply per output instead of per score (the rounding point of P moves
 // by one bf16 rounding of s*f vs f, well inside the tolerance rule).
+#include "../common/bool_constant.h"
 #include "../common/params.h"
 #include "../../ptx/common.cuh"
 #include "../../ptx/fence.cuh"
@@ -41,12 +42,6 @@ namespace gdpa::sm90 {
 // per consumer warpgroup for its O staging buffer.
 constexpr int kBarSchedBase = 1;
 constexpr int kBarEpilogueBase = kBarSchedBase + kFwdConsumerWarpgroups;
-
-// A compile-time bool as a value, to instantiate one generic lambda for both step forms.
-template <bool B>
-struct BoolTag {
-  static constexpr bool value = B;
-};
 
 // The first M elements of a register array, as an array of their own (a narrow last block's S and
 // P are half the size); every index stays a compile-time constant, so nothing goes to local memory.
@@ -544,8 +539,8 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     };
 
     // P alternates between p_a and p_b so no register copy is needed between steps.
-    using Wide = BoolTag<false>;
-    using Narrow = BoolTag<true>;
+    using Wide = BoolConstant<false>;  // the step and finish forms (bool_constant.h)
+    using Narrow = BoolConstant<true>;
     bool prefetched;
     if constexpr (!kNarrow) {
       int j = 1;
