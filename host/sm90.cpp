@@ -31,10 +31,6 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
     f &= ~sm90::kFwdSkipEmptyHalf;
   if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kFwdWholeBatchMinMeanLenK) * p.batch())
     f &= ~sm90::kFwdWholeBatchBranch;
-  // The narrow last block only where some sequence's last key block holds 1..64 keys (its second
-  // step form costs the others); below, only in the kernels that keep their registers with it.
-  if (o.fwd_flags < 0 && p.batch() > 0 && !some_last_tile_half_empty(p, true, sm90::fwd_block_n(p.head_dim, f)))
-    f &= ~sm90::kFwdNarrowLastBlock;
   // The three-warpgroup consumer's steps all accumulate (O starts at zero): the bit would only name
   // a copy of the same kernel. It and the softmax variant have no narrow block.
   if (f & sm90::kFwdThreeConsumers)
@@ -44,7 +40,12 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (!o.fwd_trace.empty()) f |= sm90::kFwdTrace;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
   if (!o.softmax) f = sm90_with_act_mix(f, o, p, false);
-  if (o.fwd_flags < 0 && !sm90::fwd_narrow_keeps_registers(p.dtype, p.activation, p.mask, p.head_dim, f))
+  // The narrow last block only where some sequence's last key block holds 1..64 keys (its second
+  // step form costs the others), and only in the kernels that keep their registers with it (the
+  // final flags decide that, act mix included).
+  if (o.fwd_flags < 0 &&
+      ((p.batch() > 0 && !some_last_tile_half_empty(p, true, sm90::fwd_block_n(p.head_dim, f))) ||
+       !sm90::fwd_narrow_keeps_registers(p.dtype, p.activation, p.mask, p.head_dim, f)))
     f &= ~sm90::kFwdNarrowLastBlock;
   return f;
 }
