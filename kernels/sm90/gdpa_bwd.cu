@@ -171,6 +171,17 @@ __device__ __forceinline__ BwdStep bwd_step(int m_begin, int m_end, int kv_head,
 __device__ __forceinline__ BwdStep bwd_step(const BwdTile& t, const GdpaParams& p, int ls) {
   return bwd_step(t.m_begin, t.m_end, t.kv_head, p.group, ls);
 }
+// Step ls + 1 from step ls, without bwd_step's division. A division by a run-time count compiles
+// to a chain of about 17 dependent conversions and uniform multiplies (I2F, MUFU.RCP, F2I, R2UR,
+// UIMAD.WIDE, ...), and ptxas placed the dQ job header's at each step's start, ahead of the wait
+// for Q and dO: the warpgroup's whole step waited for it (PERF_NOTES, twenty-fourth session).
+__device__ __forceinline__ BwdStep bwd_next_step(BwdStep s, int m_begin, int m_end) {
+  if (++s.m == m_end) {
+    s.m = m_begin;
+    ++s.head;
+  }
+  return s;
+}
 
 // What the writer needs to know about consumer cw's k-th dQ job, in slot dq_job[cw][k & 1]: written
 // by thread 0 of the consumer before its dq_full arrival (kBwdDqFinish: before its dq_announce
@@ -1011,10 +1022,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     ptx::fence_operand(dv);
     ptx::fence_operand(dk);
 
-    // The header of the dQ job of step `job_ls` of this tile, column chunk `chunk` (bwd_config.h
+    // The header of the dQ job of step `js` of this tile, column chunk `chunk` (bwd_config.h
     // for the block layout and the semaphores; the deterministic protocol in bwd_dq_writer).
-    auto job_header = [&](int job_ls, int chunk) {
-      const BwdStep js = bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, job_ls);
+    auto job_header = [&](const BwdStep& js, int chunk) {
       const long long block = dq_block_index(ts.slot0 + js.m, js.head, p.heads_q);
       DqJobHeader h;
       // Pairs use neither the accumulator nor the semaphores (and computing them anyway keeps two
@@ -1063,12 +1073,23 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // step to finish). Two straight-line instantiations instead of a branch around the dQ issue:
     // with a wgmma group in flight across that branch ptxas serializes every wgmma and spills.
     int ls = 0;
+    // The (head, query tile) of step ls or, `previous`, of step ls - 1 (the deferred dQ job's).
+    // Walked one step at a time (bwd_next_step), except with the ordered finish: there the two
+    // loop-carried values made ptxas spill 32-40 bytes at D = 128, so that path still divides.
+    constexpr bool kWalk = !(kFinish && !kPair);
+    BwdStep cur{ts.kv_head * p.group, ts.m_begin}, prev = cur;
+    auto step_of = [&](bool previous) {
+      if constexpr (kWalk)
+        return previous ? prev : cur;
+      else
+        return bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, previous ? ls - 1 : ls);
+    };
     // IDLE (kBwdSkipEmptyHalf): all of this warpgroup's keys lie past the sequence's end; the
     // step keeps every wait, arrival and turn but issues only the dQ job.
     auto step_body = [&](auto has_dq, auto idle_half) {
       constexpr bool kHasDq = decltype(has_dq)::value;
       constexpr bool kIdle = decltype(idle_half)::value;
-      const int query0 = bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, ls).m * kBwdBlockM;
+      const int query0 = step_of(false).m * kBwdBlockM;
       const int qs = step % kBwdQStages;
       const unsigned q_tile = base + plan.q_off + qs * plan.q_bytes;
       const unsigned do_tile = base + plan.do_off + qs * plan.q_bytes;
@@ -1083,9 +1104,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       const int dq_step = kDefer ? step - 1 : step;
       const int chunk = bwd_dq_owner_chunk<D>(dq_step, cw);
       // kBwdDqFinish: the writer learns of this step's dQ job now, a GEMM phase before it is staged
-      // (pairs need no announcement: the rank says what each job is, bwd_dq_finish).
+      // (pairs need no announcement: the rank says what each job is, bwd_dq_finish). Announced
+      // after the S^T / dP^T issue instead, where the header's division would have run under the
+      // GEMMs, it measured 0.99x at s = 0.5 L = 256: the writer's early start matters more.
       if (kFinish && !kPair && kHasDq && chunk >= 0)
-        bwd_dq_announce<D>(dq_step, cw, bars, [&] { return job_header(kDefer ? ls - 1 : ls, chunk); });
+        bwd_dq_announce<D>(dq_step, cw, bars, [&] { return job_header(step_of(kDefer), chunk); });
 
       // 1-2: the two transposed score products, one commit group.
       consumer_wait(bars->qdo[qs], unsigned(step / kBwdQStages) & 1u);
@@ -1166,7 +1189,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         if (kHasDq)
           bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(
               dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
-              [&] { return job_header(kDefer ? ls - 1 : ls, chunk); }, trace, step);
+              [&] { return job_header(step_of(kDefer), chunk); }, trace, step);
         trace(kTrDqHanded, step);
       };
       ptx::wgmma_fence();
@@ -1232,6 +1255,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
           step_body(BoolConstant<false>{}, idle_half);
         else
           step_body(BoolConstant<true>{}, idle_half);
+        if constexpr (kWalk) {
+          prev = cur;
+          cur = bwd_next_step(cur, ts.m_begin, ts.m_end);
+        }
       }
     };
     if (kSkipEmptyHalf && 64 * cw >= ts.len_k - ts.n0)
@@ -1243,15 +1270,16 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       float dq[32];
       const int chunk = bwd_dq_owner_chunk<D>(step - 1, cw);
       if (chunk >= 0) {
-        if (kFinish && !kPair) bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(ls - 1, chunk); });
+        if (kFinish && !kPair)
+          bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(step_of(true), chunk); });
         wait_ds_full(step - 1, bars);
         issue_dq<DTYPE, D>(dq, step - 1, chunk, ds_tiles, k_tile);
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
       bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(
-          dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(ls - 1, chunk); }, trace,
-          step - 1);
+          dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
+          trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
