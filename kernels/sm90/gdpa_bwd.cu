@@ -1074,15 +1074,19 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // with a wgmma group in flight across that branch ptxas serializes every wgmma and spills.
     int ls = 0;
     // The (head, query tile) of step ls or, `previous`, of step ls - 1 (the deferred dQ job's).
-    // Walked one step at a time (bwd_next_step), except with the ordered finish: there the two
-    // loop-carried values made ptxas spill 32-40 bytes at D = 128, so that path still divides.
+    // Walked one step at a time (bwd_next_step) as one loop-carried pair, `job`: the step whose dQ
+    // job this step stages (kBwdDeferDq: step ls - 1, from ls = 1 on; otherwise step ls). Except
+    // with the ordered finish, where the walk made ptxas spill 32-40 bytes at D = 128: that path
+    // still divides.
     constexpr bool kWalk = !(kFinish && !kPair);
-    BwdStep cur{ts.kv_head * p.group, ts.m_begin}, prev = cur;
+    BwdStep job{ts.kv_head * p.group, ts.m_begin};
     auto step_of = [&](bool previous) {
-      if constexpr (kWalk)
-        return previous ? prev : cur;
-      else
+      if constexpr (!kWalk)
         return bwd_step(ts.m_begin, ts.m_end, ts.kv_head, p.group, previous ? ls - 1 : ls);
+      else if constexpr (kDefer)
+        return previous || ls == 0 ? job : bwd_next_step(job, ts.m_begin, ts.m_end);
+      else
+        return job;  // `previous` is asked for only with kBwdDeferDq
     };
     // IDLE (kBwdSkipEmptyHalf): all of this warpgroup's keys lie past the sequence's end; the
     // step keeps every wait, arrival and turn but issues only the dQ job.
@@ -1255,10 +1259,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
           step_body(BoolConstant<false>{}, idle_half);
         else
           step_body(BoolConstant<true>{}, idle_half);
-        if constexpr (kWalk) {
-          prev = cur;
-          cur = bwd_next_step(cur, ts.m_begin, ts.m_end);
-        }
+        if (kWalk && (!kDefer || ls > 0)) job = bwd_next_step(job, ts.m_begin, ts.m_end);
       }
     };
     if (kSkipEmptyHalf && 64 * cw >= ts.len_k - ts.n0)
