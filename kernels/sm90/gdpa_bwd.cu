@@ -1110,7 +1110,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // kBwdDqFinish: the writer learns of this step's dQ job now, a GEMM phase before it is staged
       // (pairs need no announcement: the rank says what each job is, bwd_dq_finish). Announced
       // after the S^T / dP^T issue instead, where the header's division would have run under the
-      // GEMMs, it measured 0.99x at s = 0.5 L = 256: the writer's early start matters more.
+      // GEMMs, it measured 0.98-0.99x at s = 0.5 L = 256 (the writer's early start matters more);
+      // a step ahead, under the previous step's products, 0.94-0.98x (PERF_NOTES, twenty-fourth
+      // session).
       if (kFinish && !kPair && kHasDq && chunk >= 0)
         bwd_dq_announce<D>(dq_step, cw, bars, [&] { return job_header(step_of(kDefer), chunk); });
 
