@@ -24,6 +24,7 @@ EV = header_enum(os.path.join(HERE, "..", "kernels", "sm90", "fwd_config.h"), "F
 TILE_START, TURN, ISSUED, S_READY = EV["kFtTileStart"], EV["kFtTurn"], EV["kFtIssued"], EV["kFtSReady"]
 QK_ISSUED, PV_ISSUED, OPERANDS = EV["kFtQkIssued"], EV["kFtPvIssued"], EV["kFtOperandsReady"]
 ACT_DONE, PV_DONE, LAST_PV, EPI_END = EV["kFtActDone"], EV["kFtPvDone"], EV["kFtLastPvDone"], EV["kFtEpilogueEnd"]
+RECORD_LOAD = EV["kFtRecordLoad"]  # recorded at the next tile's top, before its TILE_START: in this tile's group
 
 # Phases of inner step j >= 1 of a tile: (name, from, to, what). "prev" is the end of block j - 1
 # (its PV_DONE, or block 0's ACT_DONE).
@@ -163,6 +164,9 @@ def analyse_warpgroup(recs):
                 b["next_s"] = nxt[(S_READY, 0)] - at[(EPI_END, n)]
                 if (TILE_START, 0) in nxt:  # the next tile's top (its record read), then its S
                     b["next_start"] = nxt[(TILE_START, 0)] - at[(EPI_END, n)]
+                    if (RECORD_LOAD, 0) in at:  # ...in two parts: up to the record load, the load
+                        b["to_record_load"] = at[(RECORD_LOAD, 0)] - at[(EPI_END, n)]
+                        b["record_load"] = nxt[(TILE_START, 0)] - at[(RECORD_LOAD, 0)]
                 b["next_act"] = nxt[(ACT_DONE, 0)] - nxt[(S_READY, 0)]
                 if (TURN, 1) in nxt:
                     b["finish_to_next_turn"] = nxt[(TURN, 1)] - at[(TURN, n)]
@@ -245,6 +249,8 @@ def main():
             "epilogue_cycles_median": median([b["epilogue"] for b in bounds if "epilogue" in b]),
             "epilogue_to_next_s_cycles_median": median([b["next_s"] for b in whole]),
             "epilogue_to_next_tile_start_cycles_median": median([b["next_start"] for b in whole if "next_start" in b]),
+            "epilogue_to_record_load_cycles_median": median([b["to_record_load"] for b in whole if "to_record_load" in b]),
+            "record_load_cycles_median": median([b["record_load"] for b in whole if "record_load" in b]),
             "next_first_activation_cycles_median": median([b["next_act"] for b in whole]),
             "finish_turn_to_next_turn_cycles_median": median([b["finish_to_next_turn"] for b in whole]),
         },
@@ -267,6 +273,9 @@ def main():
           f" (of which to its start {t['epilogue_to_next_tile_start_cycles_median']:.0f})"
           f" and first activation {t['next_first_activation_cycles_median']:.0f}; finish turn -> next tile's "
           f"first step turn {t['finish_turn_to_next_turn_cycles_median']:.0f} cycles")
+    if t["record_load_cycles_median"] == t["record_load_cycles_median"]:  # traces with kFtRecordLoad
+        print(f"  to the next tile's start: {t['epilogue_to_record_load_cycles_median']:.0f} cycles to its record's "
+              f"load, {t['record_load_cycles_median']:.0f} for the load (from global memory)")
     for r in (0, 1):
         print(f"warpgroup {r} took its turn {summary['turn_lag_cycles_median'][f'warpgroup {r}']:.0f} cycles "
               f"(median; p90 {summary['turn_lag_cycles_p90'][f'warpgroup {r}']:.0f}) after the other passed it")

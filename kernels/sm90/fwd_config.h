@@ -79,6 +79,7 @@ enum FwdTraceEvent : unsigned {
   // QK^T_j+1 are complete.
   kFtPvIssued,       // the batch PV_j (+ QK^T_j+1) issued
   kFtOperandsReady,  // V_j (and K_j+1) have arrived: the batch's issue starts
+  kFtRecordLoad,     // at a tile's top, before the next tile's record is loaded (once per tile)
 };
 constexpr int kFwdTraceCtas = 8;
 constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); later events are dropped

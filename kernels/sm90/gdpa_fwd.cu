@@ -309,6 +309,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   while (it < end) {
     const int it_next = it + stride;
     const bool have_next = it_next < end;
+    trace(kFtRecordLoad, 0);
     FwdTile nxt;
     if (have_next) nxt = fwd_tile(p, it_next);
     if (it_next + stride < end) ptx::prefetch_l1(records + it_next + stride);
