@@ -249,7 +249,8 @@ def main():
             "epilogue_cycles_median": median([b["epilogue"] for b in bounds if "epilogue" in b]),
             "epilogue_to_next_s_cycles_median": median([b["next_s"] for b in whole]),
             "epilogue_to_next_tile_start_cycles_median": median([b["next_start"] for b in whole if "next_start" in b]),
-            "epilogue_to_record_load_cycles_median": median([b["to_record_load"] for b in whole if "to_record_load" in b]),
+            "epilogue_to_record_load_cycles_median":
+                median([b["to_record_load"] for b in whole if "to_record_load" in b]),
             "record_load_cycles_median": median([b["record_load"] for b in whole if "record_load" in b]),
             "next_first_activation_cycles_median": median([b["next_act"] for b in whole]),
             "finish_turn_to_next_turn_cycles_median": median([b["finish_to_next_turn"] for b in whole]),
