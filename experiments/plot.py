@@ -419,6 +419,8 @@ ABLATIONS = (
              (("sm90-no-stmatrix-o", "one 4-byte shared store per packed pair (32)"),)),
     Ablation("narrow-last-block", "Forward: a tile's last key block of at most 64 keys run over those keys only (s = 0.5)",
              (("sm90-no-narrow-last-block", "the whole 128-key block"),)),
+    Ablation("record-lanes", "Forward: the next tile's record loaded a tile ahead, one field per lane",
+             (("sm90-no-record-lanes", "loaded at the tile's top (the warp waits for it)"),)),
     Ablation("stmatrix-bwd", "Backward: dV, dK, finished dQ blocks and each step's dS^T staged by stmatrix.x4",
              (("sm90-no-stmatrix-grads", "dV, dK and dQ blocks by 4-byte stores"),
               ("sm90-no-stmatrix-ds", "dS^T by 4-byte stores"))),

@@ -47,6 +47,9 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
       ((p.batch() > 0 && !some_last_tile_half_empty(p, true, sm90::fwd_block_n(p.head_dim, f))) ||
        !sm90::fwd_narrow_keeps_registers(p.dtype, p.activation, p.mask, p.head_dim, f)))
     f &= ~sm90::kFwdNarrowLastBlock;
+  // The record's register pushed ptxas into 4-12 byte spills in the window-mask kernels (whose
+  // bounds live across the steps); the other masks and dtypes compiled clean with it.
+  if (o.fwd_flags < 0 && p.mask == kMaskWindow) f &= ~sm90::kFwdRecordLanes;
   return f;
 }
 

@@ -39,8 +39,14 @@ enum FwdFlags : int {
   // limit, shrinks with the keys. At s = 0.5 the 128 x 128 blocks at the sequences' edges hold
   // only 54-91 % useful scores (PERF_NOTES, twenty-third session).
   kFwdNarrowLastBlock = 1 << 18,
+  // Each consumer loads the next tile's 32-byte record a tile ahead, one field per lane (one
+  // register through the tile), and gathers it by shuffles at the next tile's top. Loaded there
+  // instead, ptxas moves the fields to uniform registers at once and the warp waits for the load
+  // (an L2 hit: 225-396 cycles of every tile boundary in the trace).
+  kFwdRecordLanes = 1 << 19,
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
-                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO | kFwdNarrowLastBlock,
+                     kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO | kFwdNarrowLastBlock |
+                     kFwdRecordLanes,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled

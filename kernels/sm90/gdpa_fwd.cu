@@ -86,6 +86,22 @@ __device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
   return FwdTile{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 }
 
+// kFwdRecordLanes: the consumers take each tile's record a tile ahead, spread over the lanes:
+// lane l of every warp loads field l % 8 (one register, the same 32 bytes for every warp), and
+// fwd_tile_from_lanes gathers them with shuffles when that tile starts. Why: ptxas keeps the
+// record's fields in uniform registers and moves a loaded record there (R2UR) right after its
+// load, so a record loaded where it is needed costs the whole load (225-396 cycles in the trace,
+// an L2 hit: a prefetch into L1 a tile earlier did not keep the line there); eight registers held
+// through a tile instead cost more than the load (experiments/PERF_NOTES.md).
+__device__ __forceinline__ int fwd_tile_field(const GdpaParams& p, int index) {
+  return static_cast<const int*>(p.tile_records)[8 * index + (ptx::lane_id() & 7)];  // FwdTileRecord
+}
+
+__device__ __forceinline__ FwdTile fwd_tile_from_lanes(int field) {
+  auto lane = [&](int l) { return __shfl_sync(0xffffffffu, field, l); };
+  return FwdTile{lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7)};
+}
+
 // The tiles CTA blockIdx.x runs: its own range of a per-CTA schedule, or every gridDim-th tile.
 __device__ __forceinline__ void cta_tiles(const GdpaParams& p, int* begin, int* end, int* stride) {
   if (p.cta_tile_begin) {
@@ -272,6 +288,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kWholeBatch = (FLAGS & kFwdWholeBatchBranch) != 0;
   constexpr bool kStmatrix = (FLAGS & kFwdStmatrixO) != 0;
   constexpr bool kNarrow = (FLAGS & kFwdNarrowLastBlock) != 0;
+  constexpr bool kLanes = (FLAGS & kFwdRecordLanes) != 0;
   static_assert(!(kNarrow && kSoftmax), "the softmax variant masks keys past the end in whole blocks");
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
@@ -299,20 +316,32 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   int kv_count = 0;  // K/V blocks loaded by the producer so far
   int it, end, stride;
   cta_tiles(p, &it, &end, &stride);
-  // The next tile's record is needed at the top of each tile; it was prefetched into L1 one tile
-  // earlier, so its load latency stays off the critical path without holding registers.
+  // The next tile's record is needed at the top of each tile. kFwdRecordLanes: it was loaded a tile
+  // earlier, spread over the lanes (fwd_tile_field says why; an index past the end loads the
+  // current tile's again). Otherwise it is loaded there, after a prefetch into L1 a tile earlier.
   const FwdTileRecord* records = static_cast<const FwdTileRecord*>(p.tile_records);
   FwdTile cur;
-  if (it < end) cur = fwd_tile(p, it);
-  if (it + stride < end) ptx::prefetch_l1(records + it + stride);
+  int next_field = 0;
+  if (it < end) {
+    cur = fwd_tile(p, it);
+    if constexpr (kLanes)
+      next_field = fwd_tile_field(p, it + stride < end ? it + stride : it);
+    else if (it + stride < end)
+      ptx::prefetch_l1(records + it + stride);
+  }
   bool first_s_in_flight = false;  // the first QK^T of `cur` was issued during the previous tile
   while (it < end) {
     const int it_next = it + stride;
     const bool have_next = it_next < end;
     trace(kFtRecordLoad, 0);
-    FwdTile nxt;
-    if (have_next) nxt = fwd_tile(p, it_next);
-    if (it_next + stride < end) ptx::prefetch_l1(records + it_next + stride);
+    FwdTile nxt;  // meaningless without have_next
+    if constexpr (kLanes) {
+      nxt = fwd_tile_from_lanes(next_field);
+      next_field = fwd_tile_field(p, it_next + stride < end ? it_next + stride : it);
+    } else {
+      if (have_next) nxt = fwd_tile(p, it_next);
+      if (it_next + stride < end) ptx::prefetch_l1(records + it_next + stride);
+    }
     const bool next_reuse = kReuse && have_next && nxt.reuses_kv();
     trace(kFtTileStart, 0);
     const int row0 = cur.m0 + 64 * cw;  // sequence-local row of this warpgroup's fragment row 0

@@ -324,6 +324,31 @@ TEST_CASE("sm90 forward branches before the GEMM batch by default only from kFwd
   CHECK((flags_for(limit, limit, three) & kFwdWholeBatchBranch) == 0);
 }
 
+TEST_CASE("sm90 forward takes tile records over the lanes by default, except with the window mask") {
+  using namespace sm90;
+  auto flags_with = [](MaskKind mask, const Sm90Options& opt) {
+    ProblemDesc p;
+    p.dtype = kBF16;
+    p.head_dim = 128;
+    p.activation = kFastGelu;
+    p.mask = mask;
+    p.window_left = 100;
+    p.window_right = 20;
+    p.cu_seqlens_q = p.cu_seqlens_k = {0, 300, 1000};
+    const std::string name = sm90_kernel_sources(p, opt, false)[0].name_expression;
+    return std::stoi(name.substr(name.rfind(',') + 1));
+  };
+  CHECK((flags_with(kMaskNone, Sm90Options{}) & kFwdRecordLanes) != 0);
+  CHECK((flags_with(kMaskCausal, Sm90Options{}) & kFwdRecordLanes) != 0);
+  CHECK((flags_with(kMaskWindow, Sm90Options{}) & kFwdRecordLanes) == 0);
+  Sm90Options off;  // the ablation drops exactly this switch
+  off.fwd_flags_drop = kFwdRecordLanes;
+  CHECK(flags_with(kMaskNone, off) == (flags_with(kMaskNone, Sm90Options{}) & ~kFwdRecordLanes));
+  Sm90Options explicit_flags;  // explicit flags are used as given
+  explicit_flags.fwd_flags = kFwdDefaultFlags;
+  CHECK((flags_with(kMaskWindow, explicit_flags) & kFwdRecordLanes) != 0);
+}
+
 TEST_CASE("sm90 forward stages O by stmatrix by default, except in the three-warpgroup consumer") {
   using namespace sm90;
   auto flags_for = fwd_flags_for_lengths;
