@@ -48,8 +48,9 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
        !sm90::fwd_narrow_keeps_registers(p.dtype, p.activation, p.mask, p.head_dim, f)))
     f &= ~sm90::kFwdNarrowLastBlock;
   // The record's register pushed ptxas into 4-12 byte spills in the window-mask kernels (whose
-  // bounds live across the steps); the other masks and dtypes compiled clean with it.
-  if (o.fwd_flags < 0 && p.mask == kMaskWindow) f &= ~sm90::kFwdRecordLanes;
+  // bounds live across the steps) and 8 bytes in the softmax variant (its row max and sum); the
+  // other masks and dtypes compiled clean with it.
+  if (o.fwd_flags < 0 && (p.mask == kMaskWindow || o.softmax)) f &= ~sm90::kFwdRecordLanes;
   return f;
 }
 

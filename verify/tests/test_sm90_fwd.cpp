@@ -324,7 +324,7 @@ TEST_CASE("sm90 forward branches before the GEMM batch by default only from kFwd
   CHECK((flags_for(limit, limit, three) & kFwdWholeBatchBranch) == 0);
 }
 
-TEST_CASE("sm90 forward takes tile records over the lanes by default, except with the window mask") {
+TEST_CASE("sm90 forward takes tile records over the lanes by default, except with the window mask or softmax") {
   using namespace sm90;
   auto flags_with = [](MaskKind mask, const Sm90Options& opt) {
     ProblemDesc p;
@@ -341,6 +341,9 @@ TEST_CASE("sm90 forward takes tile records over the lanes by default, except wit
   CHECK((flags_with(kMaskNone, Sm90Options{}) & kFwdRecordLanes) != 0);
   CHECK((flags_with(kMaskCausal, Sm90Options{}) & kFwdRecordLanes) != 0);
   CHECK((flags_with(kMaskWindow, Sm90Options{}) & kFwdRecordLanes) == 0);
+  Sm90Options softmax;
+  softmax.softmax = true;
+  CHECK((flags_with(kMaskNone, softmax) & kFwdRecordLanes) == 0);
   Sm90Options off;  // the ablation drops exactly this switch
   off.fwd_flags_drop = kFwdRecordLanes;
   CHECK(flags_with(kMaskNone, off) == (flags_with(kMaskNone, Sm90Options{}) & ~kFwdRecordLanes));
