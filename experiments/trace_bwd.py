@@ -26,6 +26,11 @@ LAST_DQ, EPI_END = EV["kTrLastDqHanded"], EV["kTrEpilogueEnd"]
 DQ_BUFFER_FREE, PARTIAL_IN, ACT_COMPUTED = EV["kTrDqBufferFree"], EV["kTrPartialIn"], EV["kTrActComputed"]
 DQ_JOB_DONE, DV_OUT = EV["kTrDqJobDone"], EV["kTrDvOut"]
 LOAD_KV, LOAD_QDO = EV["kTrLoadKv"], EV["kTrLoadQdo"]
+TILE_READ, K_IN, V_IN = EV["kTrTileRead"], EV["kTrKIn"], EV["kTrVIn"]
+# The gap between a tile's epilogue and the next tile's start, in parts (traces recorded before
+# these events existed have none of them).
+NEXT_PARTS = (("to the tile read", None, TILE_READ), ("K in", TILE_READ, K_IN), ("V in", K_IN, V_IN),
+              ("barrier", V_IN, TILE_START))
 
 # The phases of one step: (name, from-event, to-event, what the interval is). A from-event may be a
 # tuple of alternatives, the first one recorded counts. With kBwdDqFirst the dQ job completes before
@@ -103,6 +108,12 @@ def analyse_consumer(recs):
                 tile["epi_dk"] = at[(EPI_END, last)] - at[(DV_OUT, last)]
             if t + 1 < len(tile_starts):
                 tile["next_kv_wait"] = tile_starts[t + 1][1] - at[(EPI_END, last)]
+                s_next = tile_starts[t + 1][0]
+                for name, a, b in NEXT_PARTS:
+                    start = at[(EPI_END, last)] if a is None else at.get((a, s_next))
+                    end = at.get((b, s_next))
+                    if start is not None and end is not None:
+                        tile["next: " + name] = end - start
         if t + 1 < len(tile_starts):
             tile["time"] = tile_starts[t + 1][1] - t0
         # The first step of a tile runs without a deferred dQ job: its own phases are in `phases`.
@@ -152,6 +163,9 @@ def main():
                                   ("dK staged and stored (after dV; see the kernel for which buffer), stores read", "epi_dk"))
             },
             "next_kv_wait_cycles_median": median([t["next_kv_wait"] for t in tiles if "next_kv_wait" in t]),
+            "next_kv_wait_parts_cycles_median": {
+                name: median([t["next: " + name] for t in tiles if "next: " + name in t]) for name, *_ in NEXT_PARTS
+            },
             "beyond_steps_cycles_median": median([t["time"] - t["steps"] * step_med for t in full]),
         },
         "kv_issue_to_tile_start_cycles_median": median(kv_lag),
@@ -187,6 +201,8 @@ def main():
     print(f"  first step {t['first_step_cycles_median']:.0f}, tail (deferred last dQ job) "
           f"{t['tail_cycles_median']:.0f}, dK/dV epilogue {t['epilogue_cycles_median']:.0f}, "
           f"then waiting for the next K/V {t['next_kv_wait_cycles_median']:.0f}")
+    parts = ", ".join(f"{k} {v:.0f}" for k, v in t["next_kv_wait_parts_cycles_median"].items())
+    print(f"  the wait for the next K/V in parts: {parts}")
     parts = ", ".join(f"{k} {v:.0f}" for k, v in t["epilogue_parts_cycles_median"].items())
     print(f"  epilogue in parts (rank 1 of a pair first waits for the writer): {parts}")
     print(f"producer: K/V issued -> tile start {summary['kv_issue_to_tile_start_cycles_median']:.0f} cycles")

@@ -285,6 +285,9 @@ enum BwdTraceEvent : unsigned {
   kTrActComputed,    // P^T and dS^T computed (and masked), before the wait for a dS^T buffer
   kTrDqJobDone,      // kBwdDqFirst: the dQ job complete (dV, dK still running), its hand-over next
   kTrDvOut,          // epilogue: dV staged and its TMA store issued (once per tile)
+  kTrTileRead,       // the tile's scalars read from the tile list, before its K / V waits (once per tile)
+  kTrKIn,            // the tile's K has arrived (once per tile)
+  kTrVIn,            // then its V (once per tile); kTrTileStart follows the two-buffer path's barrier
   // Producer (role 2).
   kTrLoadKv = 32,  // K and V of a tile issued (their slots were free)
   kTrLoadQdo,      // Q and dO of a step issued (their ring slot was free)

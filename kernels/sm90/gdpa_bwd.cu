@@ -1245,8 +1245,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     };
     // K and V of the tile (the first step needs both at once; the producer loads them right after
     // that step's Q and dO).
+    trace(kTrTileRead, step);
     consumer_wait(bars->k, kvc.phase());
+    trace(kTrKIn, step);
     consumer_wait(bars->v, kvc.phase());
+    trace(kTrVIn, step);
     if constexpr (kTwo) {
       // The previous tile's epilogue staged dK in the buffer that our next dQ job uses: its TMA
       // store's issuer waits until the store has read it, then everyone (it did long ago: the

@@ -42,7 +42,8 @@ struct RecordWriter {
 };
 
 // CTAs 0 and 1, both consumer warpgroups: three work tiles of four steps with fixed phase lengths,
-// then the tail, the epilogue and a wait before the next tile. Timer ns = cycles / 2 (2 GHz).
+// then the tail, the epilogue and a wait before the next tile (in parts: a third to the tile's
+// read, a third for K, a sixth for V, the rest to the start). Timer ns = cycles / 2 (2 GHz).
 std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, int epilogue, int gap) {
   std::vector<int32_t> words(size_t(kBwdTraceCtas) * kBwdTraceRoles * kBwdTraceSlots * 4, 0);
   for (int cta = 0; cta < 2; ++cta) {
@@ -50,13 +51,19 @@ std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, i
       RecordWriter w{words.data() + size_t(cta * kBwdTraceRoles + role) * kBwdTraceSlots * 4, 1000};
       int s = 0;
       for (int tile = 0; tile < 3; ++tile) {
-        w.put(kTrTileStart, s);
+        if (tile > 0) {
+          w.put(kTrTileRead, s, gap / 3);
+          w.put(kTrKIn, s, gap / 3);
+          w.put(kTrVIn, s, gap / 6);
+          w.put(kTrTileStart, s, gap - gap / 3 - gap / 3 - gap / 6);
+        } else {
+          w.put(kTrTileStart, s);
+        }
         for (int k = 0; k < 4; ++k, ++s)
           for (const Phase& p : step) w.put(p.event, s, p.cycles);
         w.put(kTrLastDqHanded, s - 1, tail);
         w.put(kTrDvOut, s - 1, epilogue * 3 / 8);  // dV staged and stored
         w.put(kTrEpilogueEnd, s - 1, epilogue - epilogue * 3 / 8);
-        w.cycles += gap;
       }
     }
   }
@@ -175,6 +182,7 @@ TEST_CASE("trace_bwd.py: the phases of a step and the cost of a tile boundary fr
   CHECK(s.find("tail (deferred last dQ job) 400, dK/dV epilogue 800, then waiting for the next K/V 300") !=
         std::string::npos);
   CHECK(s.find("dV staged and stored 300, dK staged") != std::string::npos);
+  CHECK(s.find("in parts: to the tile read 100, K in 100, V in 50, barrier 50") != std::string::npos);
   CHECK(s.find("stores read 500") != std::string::npos);
 }
 
