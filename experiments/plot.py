@@ -421,6 +421,8 @@ ABLATIONS = (
              (("sm90-no-narrow-last-block", "the whole 128-key block"),)),
     Ablation("record-lanes", "Forward: the next tile's record loaded a tile ahead, one field per lane",
              (("sm90-no-record-lanes", "loaded at the tile's top (the warp waits for it)"),)),
+    Ablation("tile-records", "Backward: each work tile read from a host-built record (where dQ is finished in the kernel)",
+             (("sm90-no-tile-records", "derived from the tile list and the offsets"),)),
     Ablation("stmatrix-bwd", "Backward: dV, dK, finished dQ blocks and each step's dS^T staged by stmatrix.x4",
              (("sm90-no-stmatrix-grads", "dV, dK and dQ blocks by 4-byte stores"),
               ("sm90-no-stmatrix-ds", "dS^T by 4-byte stores"))),

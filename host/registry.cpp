@@ -33,6 +33,7 @@ const Ablation kAblations[] = {
     {"sm90-no-stmatrix-o", sm90::kFwdStmatrixO, SchedulePolicy::kZigzag},
     {"sm90-no-narrow-last-block", sm90::kFwdNarrowLastBlock, SchedulePolicy::kZigzag},
     {"sm90-no-record-lanes", sm90::kFwdRecordLanes, SchedulePolicy::kZigzag},
+    {"sm90-no-tile-records", 0, SchedulePolicy::kZigzag, sm90::kBwdTileRecords},
     {"sm90-no-dq-finish", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", 0, SchedulePolicy::kZigzag, sm90::kBwdPair},
     {"sm90-no-pair-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},

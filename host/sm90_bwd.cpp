@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "../kernels/common/masks.cuh"
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/bwd_config.h"
 #include "device_problem.h"
@@ -57,6 +58,34 @@ bool sm90_bwd_pair_eligible(const ProblemDesc& p) {
   return p.batch() > 0;
 }
 
+std::vector<sm90::BwdTileRecord> backward_records(const ProblemDesc& p, const std::vector<WorkTile>& tiles, bool pair) {
+  const int ranks = pair ? 2 : 1;
+  std::vector<sm90::BwdTileRecord> r(tiles.size() * size_t(ranks));
+  for (size_t i = 0; i < tiles.size(); ++i)
+    for (int rank = 0; rank < ranks; ++rank) {
+      const WorkTile& w = tiles[i];
+      sm90::BwdTileRecord& t = r[i * size_t(ranks) + size_t(rank)];
+      t = sm90::BwdTileRecord{};
+      const int b = w.batch;
+      t.batch = b;
+      t.kv_head = w.head;
+      t.n0 = (w.block + rank) * sm90::kBwdBlockN;
+      t.len_q = p.len_q(b);
+      t.len_k = p.len_k(b);
+      t.k_row = p.k_begin(b) + t.n0;
+      t.q_seq_row = p.q_begin(b);
+      // Rows that see keys [n0, min(n0 + BlockN, Lk)): the relation the scheduler used for the
+      // tile's work, so both agree on the step count.
+      int lo = 0, hi = 0;
+      mask_query_range(p.mask, t.n0, std::min(t.n0 + sm90::kBwdBlockN, t.len_k), t.len_q, t.len_k, p.window_left,
+                       p.window_right, &lo, &hi);
+      t.m_begin = hi > lo ? lo / sm90::kBwdBlockM : 0;
+      t.m_end = hi > lo ? (hi + sm90::kBwdBlockM - 1) / sm90::kBwdBlockM : 0;
+      t.steps = (t.m_end - t.m_begin) * p.group();
+    }
+  return r;
+}
+
 bool sm90_bwd_has_empty_half(const ProblemDesc& p) { return some_last_tile_half_empty(p, true, sm90::kBwdBlockN); }
 
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles) {
@@ -89,6 +118,10 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.
   if (!(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqTmaStore;
+  // Tile records by default only where dQ is finished in the kernel (the short-KV sets, a few steps
+  // per tile): interleaved against the tile list and offsets, s = 0.5 L = 256 1.02x, the pair sets
+  // 1.00x, but the accumulator path's s = 0.5 L = 1024 / 2048 0.99 / 0.98x (not explained).
+  if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdTileRecords;
   // The second dQ staging buffer is the partial-sum buffer, which the finish needs: the kernel
   // ignores the bit there, so it is cleared rather than naming a copy of the same kernel.
   if (f & sm90::kBwdDqFinish) f &= ~sm90::kBwdDqTwoStage;
@@ -207,6 +240,9 @@ class Sm90BackwardImpl final : public Sm90Backward {
     num_tiles_ = int(tiles.size());
     tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
     if (!tiles.empty()) tiles_.upload(tiles);
+    const std::vector<sm90::BwdTileRecord> records = backward_records(p, tiles, pair_);
+    records_ = DeviceBuffer(std::max<size_t>(64, records.size() * sizeof(sm90::BwdTileRecord)));
+    if (!records.empty()) records_.upload(records);
 
     // Pairs finish every dQ block in the kernel: no accumulator, no semaphores.
     slots_ = sm90::dq_num_slots(p.total_q(), p.batch());
@@ -238,7 +274,8 @@ class Sm90BackwardImpl final : public Sm90Backward {
     GdpaParams params = make_params(p, t);
     set_jagged_load_params(params, zeros_);
     const int wq = params.load_window_q, wk = params.load_window_k;  // the maps below use them too
-    params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
+    params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());  // the kernels read the records
+    params.tile_records = reinterpret_cast<const void*>(records_.ptr());
     params.num_tiles = num_tiles_;
     params.dq_accum = reinterpret_cast<float*>(accum_.ptr());
     params.deterministic = opt_.deterministic ? 1 : 0;
@@ -282,7 +319,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
   ProblemDesc desc_;
   int sms_ = 0;
   std::unique_ptr<Module> main_, convert_;
-  DeviceBuffer tiles_, accum_, semaphores_, zeros_;
+  DeviceBuffer tiles_, records_, accum_, semaphores_, zeros_;
   int num_tiles_ = 0;
   long long slots_ = 0;
   size_t smem_ = 0;

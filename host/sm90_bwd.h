@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/sm90/bwd_config.h"
 #include "compile.h"
 #include "kernel_api.h"
 #include "sm90.h"
@@ -36,5 +37,8 @@ bool sm90_bwd_has_empty_half(const ProblemDesc& p);
 // The list a pair launch walks: one entry per (sequence, KV head), its KV tile 0, in the policy's
 // order; the cluster's CTA of rank r runs KV tile r of it.
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles);
+// The backward's tile records (kernels/sm90/bwd_config.h BwdTileRecord) for the tile list the
+// kernel walks; with `pair` two per entry, its KV tiles 0 and 1 (cluster ranks 0 and 1).
+std::vector<sm90::BwdTileRecord> backward_records(const ProblemDesc& p, const std::vector<WorkTile>& tiles, bool pair);
 
 }  // namespace gdpa

@@ -27,7 +27,7 @@ const char* kHelp =
     "             sm90-no-pingpong, sm90-no-outer-pipeline, sm90-no-intra-overlap, sm90-grid-order,\n"
     "             sm90-longest-first, sm90-no-kv-reuse, sm90-no-half-fold, sm90-no-skip-empty-half,\n"
     "             sm90-no-whole-batch-branch, sm90-no-stmatrix-o, sm90-no-narrow-last-block,\n"
-    "             sm90-no-record-lanes;\n"
+    "             sm90-no-record-lanes, sm90-no-tile-records;\n"
     "             opt-in: sm90-act-mixN, sm90-softmax, sm90-three-wg (experimental: three consumer\n"
     "             warpgroups, forward only);\n"
     "             backward: sm90-unordered-dq (dQ added in arrival order, from the registers where the\n"

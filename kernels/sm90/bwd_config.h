@@ -131,12 +131,17 @@ enum BwdFlags : int {
   // the tile). The keys' products are exact zeros either way, so dQ keeps its bits. The forward's
   // kFwdSkipEmptyHalf for keys. The host keeps it only where some sequence has such a tile.
   kBwdSkipEmptyHalf = 1 << 22,
+  // Every role reads a work tile from the host's record (BwdTileRecord) instead of deriving it
+  // from the tile list and the offsets (two dependent loads and the mask's query range): the
+  // trace put 0.9-1.2k cycles of each tile boundary before a consumer had its tile.
+  kBwdTileRecords = 1 << 23,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
-                     kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf,
+                     kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
-                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf,
+                 kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
+                 kBwdTileRecords,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -196,6 +201,23 @@ constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdBlockM = 64;                           // query rows per inner step
 constexpr int kBwdBlockN = 64 * kBwdConsumerWarpgroups;  // key rows per CTA tile, 64 per consumer
 constexpr int kBwdThreads = 128 * (1 + kBwdConsumerWarpgroups);
+// Everything the backward's roles need about one KV tile, computed on the host (host/sm90_bwd.cpp
+// backward_records) from the tile list, the offsets and the mask (kBwdTileRecords): one 64-byte
+// record instead of a chain of dependent loads (tile -> cu_seqlens) at each tile's start. With
+// kBwdPair, entry e of the tile list has two records, 2 e + cluster rank. Padded to 64 bytes: a
+// record is three aligned 16-byte loads and never straddles a cache line.
+struct BwdTileRecord {
+  int batch, kv_head;
+  int n0;         // sequence-local first key of the tile (BlockN * KV tile index)
+  int k_row;      // global row of key n0 in the packed K / V / dK / dV
+  int q_seq_row;  // global row of the sequence's first query (cu_seqlens_q[b])
+  int len_q, len_k;
+  int m_begin, m_end;  // query tiles [m_begin, m_end) whose rows can see some key of the tile
+  int steps;           // group * (m_end - m_begin); 0: dK = dV = 0 and no loads at all
+  int pad[6];
+};
+static_assert(sizeof(BwdTileRecord) == 64, "three aligned 16-byte loads per record");
+
 constexpr int kBwdQStages = 2;   // Q + dO ring depth
 constexpr int kBwdDsStages = 2;  // dS^T exchange buffers (see gdpa_bwd.cu, "dS exchange")
 

@@ -102,8 +102,8 @@ constexpr int kBwdBarTurnBase = kBwdBarEpilogueBase + kBwdConsumerWarpgroups;
 template <int FLAGS>
 using BwdTurns = ConsumerTurns<(FLAGS & kBwdPingpong) != 0, kBwdBarTurnBase>;
 
-// Everything about one work tile that producer, writer and consumers derive from the host's
-// WorkTile, so no role has to tell another anything.
+// Everything about one work tile that producer, writer and consumers need (BwdTileRecord, or
+// derived from the tile list: bwd_tile).
 struct BwdTile {
   int batch, kv_head;
   int n0;              // sequence-local first key of the tile (BlockN * KV tile index)
@@ -130,32 +130,48 @@ struct BwdWalk {
   __device__ __forceinline__ static int kv_tile_add() { return PAIR ? int(ptx::cluster_ctarank()) : 0; }
 };
 
-template <int MASK, bool PAIR>
+// Record index of entry `index` of the tile list for this CTA.
+template <bool PAIR>
+__device__ __forceinline__ int bwd_record_index(int index) {
+  return PAIR ? 2 * index + BwdWalk<PAIR>::kv_tile_add() : index;
+}
+
+// Entry `index` of the tile list. RECORDS (kBwdTileRecords): the host's record, three 16-byte
+// loads with no dependence between them. Otherwise derived here: the entry, then the sequence's
+// offsets (a second, dependent load), then the mask's query range; the trace put about 1k cycles
+// of each tile boundary before a consumer has its tile this way.
+template <int MASK, bool PAIR, bool RECORDS>
 __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
-  const int4 w = reinterpret_cast<const int4*>(p.tiles)[index];  // {batch, KV head, KV tile, work}
-  BwdTile t;
-  const int b = w.x;
-  t.batch = b;
-  t.kv_head = w.y;
-  t.n0 = (w.z + BwdWalk<PAIR>::kv_tile_add()) * kBwdBlockN;
-  const int k_begin = p.cu_seqlens_k[b];
-  t.len_k = p.cu_seqlens_k[b + 1] - k_begin;
-  t.k_row = k_begin + t.n0;
-  t.q_seq_row = p.cu_seqlens_q[b];
-  t.len_q = p.cu_seqlens_q[b + 1] - t.q_seq_row;
-  // Rows that see keys [n0, min(n0 + BlockN, Lk)): the same function the host scheduler used for
-  // the tile's work, so both agree on the step count.
-  int lo, hi;
-  mask_query_range(MASK, t.n0, min(t.n0 + kBwdBlockN, t.len_k), t.len_q, t.len_k, p.window_left, p.window_right,
-                   &lo, &hi);
-  if (hi > lo) {
-    t.m_begin = lo / kBwdBlockM;
-    t.m_end = (hi + kBwdBlockM - 1) / kBwdBlockM;
+  if constexpr (RECORDS) {
+    const int4* r = static_cast<const int4*>(p.tile_records) + 4 * bwd_record_index<PAIR>(index);
+    const int4 a = r[0], b = r[1], c = r[2];
+    return BwdTile{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, c.x, c.y};
   } else {
-    t.m_begin = t.m_end = 0;
+    const int4 w = reinterpret_cast<const int4*>(p.tiles)[index];  // {batch, KV head, KV tile, work}
+    BwdTile t;
+    const int b = w.x;
+    t.batch = b;
+    t.kv_head = w.y;
+    t.n0 = (w.z + BwdWalk<PAIR>::kv_tile_add()) * kBwdBlockN;
+    const int k_begin = p.cu_seqlens_k[b];
+    t.len_k = p.cu_seqlens_k[b + 1] - k_begin;
+    t.k_row = k_begin + t.n0;
+    t.q_seq_row = p.cu_seqlens_q[b];
+    t.len_q = p.cu_seqlens_q[b + 1] - t.q_seq_row;
+    // Rows that see keys [n0, min(n0 + BlockN, Lk)): the same function the host scheduler used
+    // for the tile's work, so both agree on the step count.
+    int lo, hi;
+    mask_query_range(MASK, t.n0, min(t.n0 + kBwdBlockN, t.len_k), t.len_q, t.len_k, p.window_left, p.window_right,
+                     &lo, &hi);
+    if (hi > lo) {
+      t.m_begin = lo / kBwdBlockM;
+      t.m_end = (hi + kBwdBlockM - 1) / kBwdBlockM;
+    } else {
+      t.m_begin = t.m_end = 0;
+    }
+    t.steps = (t.m_end - t.m_begin) * p.group;
+    return t;
   }
-  t.steps = (t.m_end - t.m_begin) * p.group;
-  return t;
 }
 
 // Step `ls` (0-based within the tile) visits query head kv_head * G + g and query tile m; heads are
@@ -301,7 +317,7 @@ struct BwdTileScalars {
 // Producer: one thread.
 // ---------------------------------------------------------------------------------------------
 
-template <int D, int MASK, bool PAIR, bool TRACE>
+template <int D, int MASK, bool PAIR, bool TRACE, bool RECORDS>
 __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
                                              const ptx::TensorMap* tm_v, const ptx::TensorMap* tm_do,
                                              unsigned char* smem) {
@@ -313,7 +329,7 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
   int step = 0;  // CTA-lifetime step count, for the trace
   const BwdWalk<PAIR> walk;
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
-    const BwdTile t = bwd_tile<MASK, PAIR>(p, it);
+    const BwdTile t = bwd_tile<MASK, PAIR, RECORDS>(p, it);
     if (t.empty()) continue;  // the consumers write zeros and wait for nothing
     for (int ls = 0; ls < t.steps; ++ls, ++step) {
       const BwdStep st = bwd_step(t, p, ls);
@@ -448,7 +464,7 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
 // runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
 // rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
 // the consumer of the same index in both CTAs, since both run the same steps.
-template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO, bool RED>
+template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO, bool RED, bool RECORDS>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
   static_assert(!(TWO && FINISH), "kBwdDqTwoStage: the partial-sum buffer is the finish's");
@@ -475,7 +491,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
   const BwdWalk<PAIR> walk;
 #pragma unroll 1
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
-    const int steps = bwd_tile<MASK, PAIR>(p, it).steps;
+    const int steps = bwd_tile<MASK, PAIR, RECORDS>(p, it).steps;
 #pragma unroll 1
     for (int ls = 0; ls < steps; ++ls, ++step) {
       const unsigned k = unsigned(dq_job_index<D>(step));  // each owner's job index this step
@@ -961,6 +977,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
   constexpr bool kPingpong = (FLAGS & kBwdPingpong) != 0;
   constexpr bool kPair = (FLAGS & kBwdPair) != 0;
+  constexpr bool kRecords = (FLAGS & kBwdTileRecords) != 0;
   constexpr bool kTmaStore = (FLAGS & kBwdDqTmaStore) != 0;
   // D = 64: a warpgroup has a dQ job every other step, a run-time branch around its issue, and
   // ahead of dV and dK that makes ptxas insert a warpgroup.arrive: kept after them there.
@@ -997,23 +1014,26 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     };
     BwdTileScalars ts;
     {
-      const BwdTile t = bwd_tile<MASK, kPair>(p, it);
+      // Each field through a lane-0 shuffle, so that ptxas knows it is warp-uniform.
+      const BwdTile r = bwd_tile<MASK, kPair, kRecords>(p, it);
+      auto uniform = [](int v) { return __shfl_sync(0xffffffffu, v, 0); };
+      const BwdTile t{uniform(r.batch), uniform(r.kv_head), uniform(r.n0),      uniform(r.k_row),   uniform(r.q_seq_row),
+                      uniform(r.len_q), uniform(r.len_k),   uniform(r.m_begin), uniform(r.m_end), uniform(r.steps)};
       if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
         store_zero_rows<D>(out_rows(p.dk, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
         store_zero_rows<D>(out_rows(p.dv, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
         continue;
       }
-      auto uniform = [](int v) { return __shfl_sync(0xffffffffu, v, 0); };
-      ts.n0 = uniform(t.n0);
-      ts.len_q = uniform(t.len_q);
-      ts.len_k = uniform(t.len_k);
-      ts.m_begin = uniform(t.m_begin);
-      ts.m_end = uniform(t.m_end);
-      ts.kv_head = uniform(t.kv_head);
-      ts.steps = uniform(t.steps);
-      ts.slot0 = uniform(dq_slot_begin(t.q_seq_row, t.batch));  // dQ slot of query tile 0
-      ts.q_seq_row = uniform(t.q_seq_row);
-      ts.k_row = uniform(t.k_row);
+      ts.n0 = t.n0;
+      ts.len_q = t.len_q;
+      ts.len_k = t.len_k;
+      ts.m_begin = t.m_begin;
+      ts.m_end = t.m_end;
+      ts.kv_head = t.kv_head;
+      ts.steps = t.steps;
+      ts.slot0 = dq_slot_begin(t.q_seq_row, t.batch);  // dQ slot of query tile 0
+      ts.q_seq_row = t.q_seq_row;
+      ts.k_row = t.k_row;
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
@@ -1461,14 +1481,15 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::prefetch_tensormap(&tm_dk);
         ptx::prefetch_tensormap(&tm_dv);
         if constexpr ((FLAGS & kBwdDqFinish) && (FLAGS & kBwdDqTmaStore)) ptx::prefetch_tensormap(&tm_dq);
-        bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0, (FLAGS & kBwdTrace) != 0>(p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
+        bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0, (FLAGS & kBwdTrace) != 0, (FLAGS & kBwdTileRecords) != 0>(
+            p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
       }
     } else if (warp == 1) {
       constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
       constexpr bool kTma = kFinish && (FLAGS & kBwdDqTmaStore) != 0;
       constexpr bool kPairTwo = (FLAGS & kBwdPair) && (FLAGS & kBwdPairTwoStage);
       bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, bwd_dq_two_stage(FLAGS), kPairTwo,
-                    bwd_dq_red(FLAGS)>(p, &tm_dq, smem);
+                    bwd_dq_red(FLAGS), (FLAGS & kBwdTileRecords) != 0>(p, &tm_dq, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

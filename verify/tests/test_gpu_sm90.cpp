@@ -316,6 +316,15 @@ TEST_SUITE("gpu") {
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdDqFirst, 105, ctx);
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, sm90::kBwdDqFirst, 106, ctx);
   }
+  TEST_CASE("sm90 backward: tile records from the host change no bit") {
+    // kBwdTileRecords only changes where every role gets its tile's scalars (the host's record or
+    // the tile list and the offsets). The ordered finish and the accumulator path (explicit
+    // flags), no mask and causal (whose query ranges the records carry); pairs in the pair test.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdTileRecords, 113, ctx);
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, sm90::kBwdTileRecords, 114, ctx);
+  }
   TEST_CASE("sm90 backward: the activation under the dP^T product changes no bit of dQ, dK, dV") {
     // kBwdEarlyAct computes P^T and act' once S^T has landed and multiplies by dP^T after it: the
     // same fp32 operations on the same values, in two commit groups instead of one. The ordered

@@ -119,7 +119,7 @@ TEST_CASE("sm90 backward: variant names and support") {
   // kBwdStmatrix | kBwdStmatrixDs (3145728) (the kernel ignores the fold for fp16 and non-GELU;
   // kBwdDqFirst is for D = 128, kBwdDqTwoStage for the accumulator path; the ordered finish drops
   // kBwdDeferDq only without a mask); the finishing kernel pairs with the zeros-only dq_convert.
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145821>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,11534429>");
   CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,true>");
   opt.bwd_flags = 0;
@@ -128,13 +128,13 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.logit_scale = 1.0f;  // the unit-scale specialisation is added whatever the ablation flags
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145823>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,11534431>");
   // The default leaves the in-kernel dQ finish off above a mean KV length of
   // kBwdDqFinishMaxMeanLenK; explicit flags are used as given.
   const int over = 2 * kBwdDqFinishMaxMeanLenK - 99;  // mean (100 + over) / 2 is just above the limit
   ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7340127>");  // logit_scale 1: + unit-scale
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15728735>");  // logit_scale 1: + unit-scale
   // Without the finish the TMA store of finished blocks has nothing to do: its bit goes too; the
   // partial-sum buffer becomes the second dQ staging buffer (kBwdDqTwoStage, 16384), dK is
   // staged in the dS^T buffers (kBwdDkInDs, 65536), and dS^T is published by 4-byte stores
@@ -142,14 +142,14 @@ TEST_CASE("sm90 backward: variant names and support") {
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags = kBwdDefaultFlags;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,7340127>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15728735>");
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324807>");
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145807>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,11534415>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,3145759>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,11534367>");
   opt.bwd_flags_drop = 0;
   // The unordered mode has no last contributor to finish a block: the flag is dropped.
   opt.deterministic = false;
@@ -196,20 +196,20 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // 129 and 160 leave the second half of rank 1's KV tile empty.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 1);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");
   // kBwdSkipEmptyHalf only where some KV tile has an empty second half (Lk % 128 in 1..64).
   CHECK(sm90_bwd_has_empty_half(p));
   const ProblemDesc whole_halves = problem(kBF16, 128, kFastGelu, kMaskNone, lq, {256, 200, 250});  // 0, 72, 122
   CHECK_FALSE(sm90_bwd_has_empty_half(whole_halves));
   CHECK(sm90_bwd_has_empty_half(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {256, 192, 250})));  // 64: empty
-  CHECK(sm90_backward_sources(whole_halves, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");
+  CHECK(sm90_backward_sources(whole_halves, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,11960447>");
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");
   opt.deterministic = true;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");  // with kBwdEarlyAct
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,15769695>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
   // accumulator with two staging buffers.
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
@@ -220,14 +220,17 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,15769695>");
   // With at most kBwdUndeferredMaxStepsPerTile query steps per KV tile on average (here mean Lq
   // 87 and G = 2: 2.7) the ordered finish drops the deferred dQ job (kBwdDeferDq, 1); with a mask
   // it keeps it.
   const ProblemDesc few_steps = problem(kBF16, 128, kFastGelu, kMaskNone, {60, 50, 150}, {129, 160, 100});
-  CHECK(sm90_backward_sources(few_steps, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381086>");
-  CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskCausal, {60, 50, 150}, {129, 160, 100}), opt)[0]
-            .name_expression.find(",1,7") != std::string::npos);  // mask 1, flags odd: deferred
+  CHECK(sm90_backward_sources(few_steps, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,15769694>");
+  const std::string causal =
+      sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskCausal, {60, 50, 150}, {129, 160, 100}), opt)[0]
+          .name_expression;
+  CHECK(causal.find(",3,1,") != std::string::npos);                       // mask 1
+  CHECK(std::stoi(causal.substr(causal.rfind(',') + 1)) % 2 == 1);  // flags odd: deferred
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
   p.heads_q = 4;
   p.heads_kv = 2;
@@ -372,6 +375,62 @@ TEST_CASE("sm90 backward: KV tile and query tile ranges describe the same pairs"
   }
 }
 
+TEST_CASE("sm90 backward: tile records agree with the scheduler's tiles, one per KV tile of a pair") {
+  // Jagged GQA batches under each mask: every record's step count is the scheduler's work for its
+  // tile, its rows and lengths are the sequence's, and its query range holds exactly the query
+  // tiles that see a key of the tile (the previous test's relation).
+  for (int mask : {int(kMaskNone), int(kMaskCausal), int(kMaskWindow)}) {
+    ProblemDesc p;
+    p.heads_q = 6;
+    p.heads_kv = 2;
+    p.head_dim = 128;
+    p.mask = MaskKind(mask);
+    p.window_left = 150;
+    p.window_right = 40;
+    p.cu_seqlens_q = offsets_from_lengths({300, 1, 0, 700, 129});
+    p.cu_seqlens_k = offsets_from_lengths({200, 64, 90, 700, 0});
+    const std::vector<WorkTile> tiles = build_backward_tiles(p, kBwdBlockM, kBwdBlockN, SchedulePolicy::kZigzag, 3);
+    const std::vector<BwdTileRecord> r = backward_records(p, tiles, false);
+    REQUIRE(r.size() == tiles.size());
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const WorkTile& w = tiles[i];
+      CAPTURE(mask);
+      CAPTURE(i);
+      CHECK(r[i].batch == w.batch);
+      CHECK(r[i].kv_head == w.head);
+      CHECK(r[i].n0 == w.block * kBwdBlockN);
+      CHECK(r[i].k_row == p.cu_seqlens_k[size_t(w.batch)] + r[i].n0);
+      CHECK(r[i].q_seq_row == p.cu_seqlens_q[size_t(w.batch)]);
+      CHECK(r[i].len_q == p.len_q(w.batch));
+      CHECK(r[i].len_k == p.len_k(w.batch));
+      CHECK(r[i].steps == w.work);
+      CHECK(r[i].steps == (r[i].m_end - r[i].m_begin) * p.group());
+    }
+  }
+  // Pairs: entry e (KV tile 0 of a sequence) has records 2 e and 2 e + 1, KV tiles 0 and 1.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 2;
+  p.head_dim = 128;
+  p.cu_seqlens_q = offsets_from_lengths({300, 77});
+  p.cu_seqlens_k = offsets_from_lengths({200, 256});
+  REQUIRE(sm90_bwd_pair_eligible(p));
+  const std::vector<WorkTile> all = build_backward_tiles(p, kBwdBlockM, kBwdBlockN, SchedulePolicy::kGridOrder, 2);
+  const std::vector<WorkTile> items = sm90_bwd_pair_items(all);
+  const std::vector<BwdTileRecord> r = backward_records(p, items, true);
+  REQUIRE(r.size() == 2 * items.size());
+  for (size_t e = 0; e < items.size(); ++e)
+    for (int rank = 0; rank < 2; ++rank) {
+      const BwdTileRecord& t = r[2 * e + size_t(rank)];
+      CHECK(t.batch == items[e].batch);
+      CHECK(t.n0 == rank * kBwdBlockN);
+      const auto same = std::find_if(all.begin(), all.end(), [&](const WorkTile& w) {
+        return w.batch == items[e].batch && w.head == items[e].head && w.block == rank;
+      });
+      REQUIRE(same != all.end());
+      CHECK(t.steps == same->work);
+    }
+}
+
 TEST_CASE("sm90 backward: deterministic tile order keeps every KV group in increasing rounds") {
   // Window masks make the edge tiles of a sequence cheaper than the middle ones, so the zigzag
   // (longest-first) list puts a group's tile 0 after its tile 1: the order the kernel could
@@ -514,18 +573,20 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   // Pairs and the ordered finish take the activation under dP^T (kBwdEarlyAct, 32768) by default;
   // pairs stage rank 0's jobs in two buffers (kBwdPairTwoStage, 131072) and its dV in the dS^T
   // buffers (kBwdPairDvInDs, 262144).
-  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");
-  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7733375>");
-  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7372927>");  // and no dV in dS
-  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7503999>");
-  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766079>");
+  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");
+  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16121983>");
+  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,15761535>");  // and no dV in dS
+  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,15892607>");
+  // Tile records (kBwdTileRecords, 8388608) by default only where dQ is finished in the kernel.
+  CHECK(bwd_name("sm90-no-tile-records") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");
+  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154687>");
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
-  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7381087>");
-  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");  // pairs: no change
-  CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,6717567>");
-  CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,5668991>");
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,15769695>");
+  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");  // pairs: no change
+  CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,15106175>");
+  CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,14057599>");
   CHECK(bwd_name("sm90-bwd-flags3571837") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");  // seven digits
-  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");  // the finish's: no change
+  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");  // the finish's: no change
   CHECK(bwd_name("sm90-bwd-flags163965") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
   CHECK(bwd_name("sm90-bwd-flags426109") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
   CHECK(bwd_name("sm90-bwd-flags295037") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // dV in dS needs two buffers
