@@ -102,16 +102,9 @@ constexpr int kBwdBarTurnBase = kBwdBarEpilogueBase + kBwdConsumerWarpgroups;
 template <int FLAGS>
 using BwdTurns = ConsumerTurns<(FLAGS & kBwdPingpong) != 0, kBwdBarTurnBase>;
 
-// Everything about one work tile that producer, writer and consumers need (BwdTileRecord, or
-// derived from the tile list: bwd_tile).
-struct BwdTile {
-  int batch, kv_head;
-  int n0;              // sequence-local first key of the tile (BlockN * KV tile index)
-  int k_row;           // global row of key n0 in the packed K / V / dK / dV
-  int q_seq_row;       // global row of the sequence's first query (cu_seqlens_q[b])
-  int len_q, len_k;
-  int m_begin, m_end;  // query tiles [m_begin, m_end) whose rows can see some key of the tile
-  int steps;           // group * (m_end - m_begin); 0: dK = dV = 0 and no loads at all
+// Everything about one work tile that producer, writer and consumers need: the host's record
+// (kBwdTileRecords) or the same fields derived from the tile list (bwd_tile).
+struct BwdTile : BwdTileRecord {
   __device__ bool empty() const { return steps <= 0; }
 };
 
@@ -145,7 +138,7 @@ __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
   if constexpr (RECORDS) {
     const int4* r = static_cast<const int4*>(p.tile_records) + 4 * bwd_record_index<PAIR>(index);
     const int4 a = r[0], b = r[1], c = r[2];
-    return BwdTile{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, c.x, c.y};
+    return BwdTile{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, c.x, c.y}};
   } else {
     const int4 w = reinterpret_cast<const int4*>(p.tiles)[index];  // {batch, KV head, KV tile, work}
     BwdTile t;
@@ -1017,8 +1010,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // Each field through a lane-0 shuffle, so that ptxas knows it is warp-uniform.
       const BwdTile r = bwd_tile<MASK, kPair, kRecords>(p, it);
       auto uniform = [](int v) { return __shfl_sync(0xffffffffu, v, 0); };
-      const BwdTile t{uniform(r.batch), uniform(r.kv_head), uniform(r.n0),      uniform(r.k_row),   uniform(r.q_seq_row),
-                      uniform(r.len_q), uniform(r.len_k),   uniform(r.m_begin), uniform(r.m_end), uniform(r.steps)};
+      const BwdTile t{{uniform(r.batch), uniform(r.kv_head), uniform(r.n0), uniform(r.k_row), uniform(r.q_seq_row),
+                       uniform(r.len_q), uniform(r.len_k), uniform(r.m_begin), uniform(r.m_end), uniform(r.steps)}};
       if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
         store_zero_rows<D>(out_rows(p.dk, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
         store_zero_rows<D>(out_rows(p.dv, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
