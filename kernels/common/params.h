@@ -64,9 +64,10 @@ struct GdpaParams {
   // Per-CTA tile ranges (host/scheduler.h CtaSchedule): CTA c runs tiles[cta_tile_begin[c]] ..
   // tiles[cta_tile_begin[c + 1] - 1]. Null: the striding contract (tiles c, c + grid, ...).
   const int* cta_tile_begin;
-  // Kernel-specific precomputed tile records (kernels/sm90/fwd_config.h FwdTileRecord), built by
-  // the host from `tiles` so the kernel reads one record per tile instead of a chain of dependent
-  // loads (tile -> cu_seqlens -> kv_index) whose latency would sit on the critical path.
+  // Kernel-specific precomputed tile records (kernels/sm90/fwd_config.h FwdTileRecord,
+  // bwd_config.h BwdTileRecord), built by the host from `tiles` so the kernel reads one record per
+  // tile instead of a chain of dependent loads (tile -> cu_seqlens -> kv_index) whose latency would
+  // sit on the critical path.
   const void* tile_records;
   // Profiling variants only (kernels/sm90/trace.cuh): event timestamps of the first CTAs' roles,
   // TraceRecord[CTAs][roles][slots].
