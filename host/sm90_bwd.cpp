@@ -17,7 +17,6 @@
 #include <string>
 #include <utility>
 
-#include "../kernels/common/masks.cuh"
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/bwd_config.h"
 #include "device_problem.h"
@@ -60,29 +59,13 @@ bool sm90_bwd_pair_eligible(const ProblemDesc& p) {
 
 std::vector<sm90::BwdTileRecord> backward_records(const ProblemDesc& p, const std::vector<WorkTile>& tiles, bool pair) {
   const int ranks = pair ? 2 : 1;
-  std::vector<sm90::BwdTileRecord> r(tiles.size() * size_t(ranks));
-  for (size_t i = 0; i < tiles.size(); ++i)
-    for (int rank = 0; rank < ranks; ++rank) {
-      const WorkTile& w = tiles[i];
-      sm90::BwdTileRecord& t = r[i * size_t(ranks) + size_t(rank)];
-      t = sm90::BwdTileRecord{};
-      const int b = w.batch;
-      t.batch = b;
-      t.kv_head = w.head;
-      t.n0 = (w.block + rank) * sm90::kBwdBlockN;
-      t.len_q = p.len_q(b);
-      t.len_k = p.len_k(b);
-      t.k_row = p.k_begin(b) + t.n0;
-      t.q_seq_row = p.q_begin(b);
-      // Rows that see keys [n0, min(n0 + BlockN, Lk)): the relation the scheduler used for the
-      // tile's work, so both agree on the step count.
-      int lo = 0, hi = 0;
-      mask_query_range(p.mask, t.n0, std::min(t.n0 + sm90::kBwdBlockN, t.len_k), t.len_q, t.len_k, p.window_left,
-                       p.window_right, &lo, &hi);
-      t.m_begin = hi > lo ? lo / sm90::kBwdBlockM : 0;
-      t.m_end = hi > lo ? (hi + sm90::kBwdBlockM - 1) / sm90::kBwdBlockM : 0;
-      t.steps = (t.m_end - t.m_begin) * p.group();
-    }
+  std::vector<sm90::BwdTileRecord> r;
+  r.reserve(tiles.size() * size_t(ranks));
+  for (const WorkTile& w : tiles)
+    for (int rank = 0; rank < ranks; ++rank)
+      r.push_back(sm90::bwd_tile_record(p.mask, w.batch, w.head, (w.block + rank) * sm90::kBwdBlockN,
+                                        p.k_begin(w.batch), p.len_k(w.batch), p.q_begin(w.batch), p.len_q(w.batch),
+                                        p.window_left, p.window_right, p.group()));
   return r;
 }
 
@@ -240,9 +223,11 @@ class Sm90BackwardImpl final : public Sm90Backward {
     num_tiles_ = int(tiles.size());
     tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
     if (!tiles.empty()) tiles_.upload(tiles);
-    const std::vector<sm90::BwdTileRecord> records = backward_records(p, tiles, pair_);
-    records_ = DeviceBuffer(std::max<size_t>(64, records.size() * sizeof(sm90::BwdTileRecord)));
-    if (!records.empty()) records_.upload(records);
+    if (flags & sm90::kBwdTileRecords) {  // otherwise the kernels derive each tile from `tiles`
+      const std::vector<sm90::BwdTileRecord> records = backward_records(p, tiles, pair_);
+      records_ = DeviceBuffer(std::max<size_t>(64, records.size() * sizeof(sm90::BwdTileRecord)));
+      if (!records.empty()) records_.upload(records);
+    }
 
     // Pairs finish every dQ block in the kernel: no accumulator, no semaphores.
     slots_ = sm90::dq_num_slots(p.total_q(), p.batch());
@@ -274,8 +259,8 @@ class Sm90BackwardImpl final : public Sm90Backward {
     GdpaParams params = make_params(p, t);
     set_jagged_load_params(params, zeros_);
     const int wq = params.load_window_q, wk = params.load_window_k;  // the maps below use them too
-    params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());  // the kernels read the records
-    params.tile_records = reinterpret_cast<const void*>(records_.ptr());
+    params.tiles = reinterpret_cast<const WorkTile*>(tiles_.ptr());
+    params.tile_records = reinterpret_cast<const void*>(records_.ptr());  // kBwdTileRecords only
     params.num_tiles = num_tiles_;
     params.dq_accum = reinterpret_cast<float*>(accum_.ptr());
     params.deterministic = opt_.deterministic ? 1 : 0;

@@ -4,6 +4,7 @@
 // accumulator and the semaphores with the same formulas. Compiles under g++, nvcc and NVRTC.
 #pragma once
 #include "../common/enums.h"
+#include "../common/masks.cuh"
 #include "../common/portability.h"
 
 namespace gdpa::sm90 {
@@ -217,6 +218,34 @@ struct BwdTileRecord {
   int pad[6];
 };
 static_assert(sizeof(BwdTileRecord) == 64, "three aligned 16-byte loads per record");
+
+// KV tile n0 / BlockN of sequence b (kv head `kv_head`, its keys from global row k_begin, its
+// queries from q_begin), as a record: the host's (backward_records) and the kernel's own
+// derivation without kBwdTileRecords (gdpa_bwd.cu bwd_tile) are this one function. The query
+// tiles are those whose rows see some key of [n0, min(n0 + BlockN, Lk)): the relation the
+// scheduler uses for the tile's work, so all agree on the step count.
+GDPA_HD BwdTileRecord bwd_tile_record(int mask, int b, int kv_head, int n0, int k_begin, int len_k, int q_begin,
+                                      int len_q, int window_left, int window_right, int group) {
+  BwdTileRecord t{};
+  t.batch = b;
+  t.kv_head = kv_head;
+  t.n0 = n0;
+  t.len_k = len_k;
+  t.k_row = k_begin + n0;
+  t.q_seq_row = q_begin;
+  t.len_q = len_q;
+  int lo, hi;
+  mask_query_range(mask, n0, n0 + kBwdBlockN < len_k ? n0 + kBwdBlockN : len_k, len_q, len_k, window_left,
+                   window_right, &lo, &hi);
+  if (hi > lo) {
+    t.m_begin = lo / kBwdBlockM;
+    t.m_end = (hi + kBwdBlockM - 1) / kBwdBlockM;
+  } else {
+    t.m_begin = t.m_end = 0;
+  }
+  t.steps = (t.m_end - t.m_begin) * group;
+  return t;
+}
 
 constexpr int kBwdQStages = 2;   // Q + dO ring depth
 constexpr int kBwdDsStages = 2;  // dS^T exchange buffers (see gdpa_bwd.cu, "dS exchange")

@@ -130,9 +130,9 @@ __device__ __forceinline__ int bwd_record_index(int index) {
 }
 
 // Entry `index` of the tile list. RECORDS (kBwdTileRecords): the host's record, three 16-byte
-// loads with no dependence between them. Otherwise derived here: the entry, then the sequence's
-// offsets (a second, dependent load), then the mask's query range; the trace put about 1k cycles
-// of each tile boundary before a consumer has its tile this way.
+// loads with no dependence between them. Otherwise derived here (bwd_tile_record, as the host
+// does): the entry, then the sequence's offsets (a second, dependent load), then the mask's query
+// range; the trace put about 1k cycles of each tile boundary before a consumer has its tile this way.
 template <int MASK, bool PAIR, bool RECORDS>
 __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
   if constexpr (RECORDS) {
@@ -141,29 +141,14 @@ __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
     return BwdTile{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w, c.x, c.y}};
   } else {
     const int4 w = reinterpret_cast<const int4*>(p.tiles)[index];  // {batch, KV head, KV tile, work}
-    BwdTile t;
     const int b = w.x;
-    t.batch = b;
-    t.kv_head = w.y;
-    t.n0 = (w.z + BwdWalk<PAIR>::kv_tile_add()) * kBwdBlockN;
+    const int n0 = (w.z + BwdWalk<PAIR>::kv_tile_add()) * kBwdBlockN;
     const int k_begin = p.cu_seqlens_k[b];
-    t.len_k = p.cu_seqlens_k[b + 1] - k_begin;
-    t.k_row = k_begin + t.n0;
-    t.q_seq_row = p.cu_seqlens_q[b];
-    t.len_q = p.cu_seqlens_q[b + 1] - t.q_seq_row;
-    // Rows that see keys [n0, min(n0 + BlockN, Lk)): the same function the host scheduler used
-    // for the tile's work, so both agree on the step count.
-    int lo, hi;
-    mask_query_range(MASK, t.n0, min(t.n0 + kBwdBlockN, t.len_k), t.len_q, t.len_k, p.window_left, p.window_right,
-                     &lo, &hi);
-    if (hi > lo) {
-      t.m_begin = lo / kBwdBlockM;
-      t.m_end = (hi + kBwdBlockM - 1) / kBwdBlockM;
-    } else {
-      t.m_begin = t.m_end = 0;
-    }
-    t.steps = (t.m_end - t.m_begin) * p.group;
-    return t;
+    const int len_k = p.cu_seqlens_k[b + 1] - k_begin;
+    const int q_begin = p.cu_seqlens_q[b];
+    const int len_q = p.cu_seqlens_q[b + 1] - q_begin;
+    return BwdTile{bwd_tile_record(MASK, b, w.y, n0, k_begin, len_k, q_begin, len_q, p.window_left, p.window_right,
+                                   p.group)};
   }
 }
 
