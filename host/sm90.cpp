@@ -35,8 +35,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // a copy of the same kernel. It and the softmax variant have no narrow block.
   if (f & sm90::kFwdThreeConsumers)
     f &= ~(sm90::kFwdWholeBatchBranch | sm90::kFwdStmatrixO | sm90::kFwdNarrowLastBlock);
-  if (o.softmax) f &= ~sm90::kFwdNarrowLastBlock;
-  if (o.softmax) f |= sm90::kFwdSoftmax;
+  if (o.softmax) f = (f & ~sm90::kFwdNarrowLastBlock) | sm90::kFwdSoftmax;
   if (!o.fwd_trace.empty()) f |= sm90::kFwdTrace;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
   if (!o.softmax) f = sm90_with_act_mix(f, o, p, false);

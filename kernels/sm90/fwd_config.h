@@ -184,6 +184,8 @@ struct FwdTileRecord {
   int flags;    // kFwdTileReusesKv: this tile reads the K/V the previous tile of its CTA left in the ring
 };
 constexpr int kFwdTileReusesKv = 1;
+constexpr int kFwdRecordFields = int(sizeof(FwdTileRecord) / sizeof(int));  // one per lane with kFwdRecordLanes
+static_assert(kFwdRecordFields == 8, "kFwdRecordLanes: lane l of a warp loads field l % 8");
 
 // Byte offsets inside the (1024-byte aligned) dynamic shared memory. Every operand tile starts on a
 // 1024-byte boundary because the 128-byte swizzle pattern repeats every 8 rows x 128 bytes and the

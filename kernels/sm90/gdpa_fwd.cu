@@ -64,14 +64,7 @@ constexpr int kConsumerRegsThree = 160;
 // One work tile as the host described it (FwdTileRecord), kept packed in registers: consumers
 // hold two of these (this tile and the next) next to ~190 registers of fragments, so every field
 // that can be decoded on use is.
-struct FwdTile {
-  int q_row;    // global row of the tile's first query in the packed Q / O
-  int k_row;    // global row of the sequence's first key in the packed K / V
-  int len_q, len_k;
-  int heads;    // query head | kv head << 16
-  int m0;       // sequence-local first query row of the tile
-  int n_range;  // KV blocks [n_begin, n_end) the tile visits, packed; empty: the tile writes zeros
-  int flags;
+struct FwdTile : FwdTileRecord {
   __device__ int head() const { return heads & 0xFFFF; }
   __device__ int kv_head() const { return heads >> 16; }
   __device__ int n_begin() const { return n_range & 0xFFFF; }
@@ -83,7 +76,7 @@ struct FwdTile {
 __device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
   const int4* r = reinterpret_cast<const int4*>(p.tile_records) + 2 * index;  // FwdTileRecord
   const int4 a = r[0], b = r[1];
-  return FwdTile{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  return FwdTile{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
 }
 
 // kFwdRecordLanes: the consumers take each tile's record a tile ahead, spread over the lanes:
@@ -94,12 +87,12 @@ __device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
 // an L2 hit: a prefetch into L1 a tile earlier did not keep the line there); eight registers held
 // through a tile instead cost more than the load (experiments/PERF_NOTES.md).
 __device__ __forceinline__ int fwd_tile_field(const GdpaParams& p, int index) {
-  return static_cast<const int*>(p.tile_records)[8 * index + (ptx::lane_id() & 7)];  // FwdTileRecord
+  return static_cast<const int*>(p.tile_records)[kFwdRecordFields * index + (ptx::lane_id() & (kFwdRecordFields - 1))];
 }
 
 __device__ __forceinline__ FwdTile fwd_tile_from_lanes(int field) {
   auto lane = [&](int l) { return __shfl_sync(0xffffffffu, field, l); };
-  return FwdTile{lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7)};
+  return FwdTile{{lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7)}};
 }
 
 // The tiles CTA blockIdx.x runs: its own range of a per-CTA schedule, or every gridDim-th tile.
