@@ -34,6 +34,8 @@ const Ablation kAblations[] = {
     {"sm90-no-narrow-last-block", sm90::kFwdNarrowLastBlock, SchedulePolicy::kZigzag},
     {"sm90-no-record-lanes", sm90::kFwdRecordLanes, SchedulePolicy::kZigzag},
     {"sm90-no-tile-records", 0, SchedulePolicy::kZigzag, sm90::kBwdTileRecords},
+    {"sm90-no-dq-fence-at-writer", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFenceAtWriter},
+    {"sm90-no-ds-fence-at-reader", 0, SchedulePolicy::kZigzag, sm90::kBwdDsFenceAtReader},
     {"sm90-no-dq-finish", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFinish},
     {"sm90-no-dq-pair", 0, SchedulePolicy::kZigzag, sm90::kBwdPair},
     {"sm90-no-pair-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},
@@ -123,7 +125,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     return make_sm90_kernel(o);
   }
   // sm90-fwd-flagsN: the forward with explicit flags N (kernels/sm90/fwd_config.h FwdFlags).
-  if (numbered_variant(name, "sm90-fwd-flags", 7, &n) && (n & ~sm90::kFwdAllFlags) == 0) {
+  if (numbered_variant(name, "sm90-fwd-flags", 9, &n) && (n & ~sm90::kFwdAllFlags) == 0) {
     Sm90Options o;
     o.fwd_flags = n;
     if (n & sm90::kFwdTrace) o.fwd_trace = fwd_trace_path();
@@ -132,7 +134,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
   // given instead of the defaults and the problem rules: for experiments outside the rules' range.
-  if (numbered_variant(name, "sm90-bwd-flags", 7, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
+  if (numbered_variant(name, "sm90-bwd-flags", 9, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
     Sm90Options o;
     o.bwd_flags = n;
     if (n & sm90::kBwdTrace) o.bwd_trace = bwd_trace_path();  // any explicit variant can be traced

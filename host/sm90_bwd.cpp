@@ -114,13 +114,22 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The default adds from the registers only where that measured faster (bwd_config.h).
   if (o.bwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kBwdDqRedMinMeanLenK) * p.batch())
     f &= ~sm90::kBwdDqRed;
+  // The dQ job's proxy fence in the writer paid on the accumulator path only (1.005-1.01x), while
+  // the cluster pairs lost 1-4 % (bwd_config.h kBwdDqFenceAtWriter) and the ordered finish
+  // measured within its noise. Added from the registers (kBwdDqRed), a job is not staged and the
+  // bit would only name a copy of the same kernel.
+  if ((o.bwd_flags < 0 && (f & sm90::kBwdDqFinish)) || (f & sm90::kBwdDqRed)) f &= ~sm90::kBwdDqFenceAtWriter;
   // dK through the dS^T buffers relies on the two-stage path's wait at each tile's start.
   if (!(f & sm90::kBwdDqTwoStage)) f &= ~sm90::kBwdDkInDs;
-  // The dQ job first (its hand-over under dV and dK) paid only with the ordered finish, whose
+  // The dQ job first (its hand-over under dV and dK) paid with the ordered finish, whose
   // hand-over waits for the earlier contributors' partial sum: 1.03-1.04x at s = 0.5, L = 512, in
   // five runs over two calls; 1.00x at s = 0.5, L = 256; 0.96-0.99x on the accumulator and pair
-  // sets (PERF_NOTES, tenth session).
-  if (o.bwd_flags < 0 && (!(f & sm90::kBwdDqFinish) || (f & sm90::kBwdPair))) f &= ~sm90::kBwdDqFirst;
+  // sets (PERF_NOTES, tenth session). Since the writer fences the accumulator path's staged jobs
+  // (kBwdDqFenceAtWriter), that path gains too: 1.03-1.04x at self s = 1 L >= 512, 1.02-1.03x at
+  // s = 0.5 L = 2048, 1.00-1.01x at s = 0.5 L = 512 / 1024 (twenty-sixth session). Pairs: off.
+  if (o.bwd_flags < 0 &&
+      ((f & sm90::kBwdPair) || (!(f & sm90::kBwdDqFinish) && !(f & sm90::kBwdDqFenceAtWriter))))
+    f &= ~sm90::kBwdDqFirst;
   // The ordered finish (no pairs) with few query steps per KV tile issues each step's dQ job in
   // its own step instead of the next (no kBwdDeferDq): there the deferred job's tail at each
   // tile's end cost more than the overlap gained (bwd_config.h kBwdUndeferredMaxStepsPerTile).

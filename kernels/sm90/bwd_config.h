@@ -57,9 +57,12 @@ enum BwdFlags : int {
   // handed over to the writer (staged, or the block finished) while dV and dK still run, instead of
   // after all three (trace: the hand-over is 0.6-1.8k cycles of a 4.7-5.9k step, in series).
   // D = 128 only (the host clears it at D = 64, where the kernel would ignore it). The host's
-  // default keeps it only with the ordered finish (no pairs), where the hand-over waits for the
-  // earlier contributors' partial sum: measured 1.03-1.04x at s = 0.5, L = 512, and 0.96-0.99x on
-  // the accumulator and pair sets, whose hand-over is a plain staging (host/sm90_bwd.cpp).
+  // default keeps it with the ordered finish (no pairs), where the hand-over waits for the
+  // earlier contributors' partial sum (1.03-1.04x at s = 0.5, L = 512, tenth session), and on the
+  // accumulator path where the writer fences the staged job (kBwdDqFenceAtWriter): 1.03-1.04x
+  // at self s = 1 L >= 512 and 1.02-1.03x at s = 0.5 L = 2048 (twenty-sixth session), where it
+  // had measured 0.96-0.99x while every consumer thread still fenced its staging stores. Off
+  // with pairs (0.96-0.99x; host/sm90_bwd.cpp).
   // Bit 13: bits 8..12 carry the activation mix (act_mix.h).
   kBwdDqFirst = 1 << 13,
   // Without kBwdDqFinish (so without pairs): a consumer's dQ jobs alternate between its staging
@@ -136,13 +139,33 @@ enum BwdFlags : int {
   // from the tile list and the offsets (two dependent loads and the mask's query range): the
   // trace put 0.9-1.2k cycles of each tile boundary before a consumer had its tile.
   kBwdTileRecords = 1 << 23,
+  // A dQ job staged for the writer (its bulk reduce or copy, a finished block's TMA store, a pair's
+  // copy to rank 1) is published by the consumers' plain dq_full arrival, and the writer's lane 0
+  // issues the generic -> async proxy fence after its wait, instead of every consumer thread after
+  // its stores. ptxas turns fence.proxy.async into MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S, and the
+  // MEMBAR makes each thread wait until its stores have reached shared memory, which the other
+  // warpgroup's wgmma operand reads keep busy. The PTX memory model orders a generic write before
+  // an async-proxy access by a proxy fence anywhere on the causality path between them (store,
+  // release, acquire, fence, access), so the one fence in the issuing thread suffices.
+  // Interleaved against the same kernels without it: 1.005-1.01x on the accumulator path (self
+  // s = 1 L >= 512, s = 0.5 L = 512 / 1024); the cluster pairs 0.96x at L = 256 and 0.98-0.99x on
+  // the longer cross sets (the writer's MEMBAR.ALL.CTA there seems to wait for its previous bulk
+  // copy or TMA store, which the pair path otherwise keeps in flight). The host's default takes it
+  // without kBwdDqFinish only. Same bits.
+  kBwdDqFenceAtWriter = 1 << 24,
+  // The same for the dS^T exchange: each warpgroup publishes its half by arrival only, and every
+  // reader fences once after its ds_full wait, before the dQ wgmma (async proxy) reads the buffer.
+  // Interleaved, four rounds: the pair sets 1.003-1.017x, the accumulator path 0.99-1.01x (0.2 %
+  // in the mean). On for every problem. Same bits.
+  kBwdDsFenceAtReader = 1 << 25,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
-                     kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords,
+                     kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
+                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
-                 kBwdTileRecords,
+                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

@@ -391,7 +391,7 @@ __device__ __forceinline__ void bwd_store_finished_job(const DqJobHeader& h, con
 // already says the buffer is free. `k` is each owner's job index of this step (dq_job_index),
 // also its copy index. `stage`: the consumers' staging buffers (rank 0 with kBwdPairTwoStage: two,
 // so that a consumer stages its next job while rank 1 has not yet read the previous copy).
-template <int D, bool TMA>
+template <int D, bool TMA, bool FENCE>
 __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage stage, BwdBarriers* bars,
                                                    unsigned char* smem, const ptx::TensorMap* tm_dq, bool leader) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
@@ -402,6 +402,7 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
     const int owner = (step + c) & 1;  // bwd_dq_owner_chunk
     const int b = stage.buffer(k);
     ptx::mbarrier_wait(&bars->dq_full[owner][b], stage.parity(k));
+    if (FENCE && leader) ptx::fence_proxy_async_smem();  // kBwdDqFenceAtWriter
     const unsigned char* staging = smem + dq_buffer_off<D>(owner, b);
     if (sender && leader) {
       const unsigned buf = ptx::smem_addr(smem + dq_buffer_off<D>(owner, kDqPartial));
@@ -442,7 +443,8 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
 // runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
 // rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
 // the consumer of the same index in both CTAs, since both run the same steps.
-template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO, bool RED, bool RECORDS>
+template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO, bool RED, bool RECORDS,
+          bool FENCE>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
   static_assert(!(TWO && FINISH), "kBwdDqTwoStage: the partial-sum buffer is the finish's");
@@ -499,13 +501,14 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
         }
       }
       if constexpr (PAIR) {
-        bwd_pair_send_step<D, TMA>(step, k, stage, bars, smem, tm_dq, leader);
+        bwd_pair_send_step<D, TMA, FENCE>(step, k, stage, bars, smem, tm_dq, leader);
       } else {
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
           const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
           const int b = stage.buffer(k);
           ptx::mbarrier_wait(&bars->dq_full[owner][b], stage.parity(k));  // buffer b of owner holds the job
+          if (FENCE && !RED && leader) ptx::fence_proxy_async_smem();  // kBwdDqFenceAtWriter
           if (!RED && leader) {  // RED: the consumer added the job itself; only the phases go on
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
             // Both chunks of a step belong to the same (slot, head): one wait, one release.
@@ -741,8 +744,12 @@ __device__ __forceinline__ int bwd_dq_owner_chunk(int j, int cw) {
 }
 
 // The dQ job of step j reads both warpgroups' dS^T halves of step j: wait for its buffer's full phase.
+// FENCE (kBwdDsFenceAtReader): the halves were published without a proxy fence; this thread's
+// fence after the acquire orders both warpgroups' stores before its dQ wgmma's operand reads.
+template <bool FENCE>
 __device__ __forceinline__ void wait_ds_full(int j, BwdBarriers* bars) {
   ptx::mbarrier_wait(&bars->ds_full[j % kBwdDsStages], unsigned(j / kBwdDsStages) & 1u);
+  if constexpr (FENCE) ptx::fence_proxy_async_smem();
 }
 
 // Before writing into step j's dS^T buffer: every dQ job that read its previous use is done (the
@@ -811,7 +818,8 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
 // hears it on its pair_empty[cw].
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
-template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool RED, bool STMATRIX, class HeaderFn, class Tracer>
+template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool RED, bool STMATRIX, bool WRITER_FENCE,
+          class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, DqStage stage,
                                               BwdBarriers* bars, unsigned char* smem, const GdpaParams& p,
                                               const FragThread& f, HeaderFn header, Tracer& trace, int step) {
@@ -864,7 +872,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
       }
       stage_block<DTYPE, kBwdDqCols, 64, STMATRIX>(dq, staging, p.logit_scale * p.out_scale, f);
       if (TMA && (h.flags & kDqJobTmaStore)) {
-        ptx::fence_proxy_async_smem();  // generic stores -> the writer's TMA store (async proxy)
+        if (!WRITER_FENCE) ptx::fence_proxy_async_smem();  // generic stores -> the writer's TMA store (async proxy)
       } else {
         ptx::named_barrier_sync(bar, 128);
         copy_staged_rows<kBwdDqCols>(staging, h.out, p.heads_q * D, h.rows, tid);
@@ -889,7 +897,7 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
 #pragma unroll
     for (int q = 0; q < 8; ++q)  // dq_frag_index: registers 4q..4q+3 at float4 [q][tid]
       dst[q * 128 + tid] = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-    ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
+    if (!WRITER_FENCE) ptx::fence_proxy_async_smem();  // generic stores -> the writer's bulk reduce (async proxy)
   }
   // Every thread arrives (not one per warp after __syncwarp): the partial-sum reads of each thread
   // are then ordered before the writer's next TMA load into that buffer by the thread's own
@@ -969,6 +977,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kStmatrix = (FLAGS & kBwdStmatrix) != 0;
   constexpr bool kStmatrixDs = (FLAGS & kBwdStmatrixDs) != 0;
   constexpr bool kSkipEmptyHalf = (FLAGS & kBwdSkipEmptyHalf) != 0;
+  constexpr bool kDsFenceAtReader = (FLAGS & kBwdDsFenceAtReader) != 0;
+  constexpr bool kWriterFence = (FLAGS & kBwdDqFenceAtWriter) != 0;
   const DqStage dq_stage = dq_stage_of<kTwo, kPair && (FLAGS & kBwdPairTwoStage) != 0>();
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
@@ -1167,7 +1177,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         } else {
           store_ds_t<kStmatrixDs>(dsk, smem + plan.ds_off + buf * plan.ds_bytes, 64 * cw, f);
         }
-        ptx::fence_proxy_async_smem();  // generic stores -> the dQ wgmma (async proxy)
+        if (!kDsFenceAtReader) ptx::fence_proxy_async_smem();  // generic stores -> the dQ wgmma (async proxy)
         __syncwarp();
         if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&bars->ds_full[buf]);
       }
@@ -1178,12 +1188,12 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // waited for before the turn is taken, so a turn is never held across that wait. kDqFirst:
       // the job first, so that its hand-over can run under dV and dK.
       const bool dq_job = kHasDq && chunk >= 0;
-      if (kPingpong && dq_job) wait_ds_full(dq_step, bars);
+      if (kPingpong && dq_job) wait_ds_full<kDsFenceAtReader>(dq_step, bars);
       BwdTurns<FLAGS>::wait(cw);
       trace(kTrTurnB, step);
       auto dq_issue = [&] {
         if (dq_job) {
-          if (!kPingpong) wait_ds_full(dq_step, bars);
+          if (!kPingpong) wait_ds_full<kDsFenceAtReader>(dq_step, bars);
           issue_dq<DTYPE, D>(dq, dq_step, chunk, ds_tiles, k_tile);
         } else if (!kDqFirst) {
           ptx::wgmma_commit();  // an empty group, so that wait_group 1 below always means dV and dK
@@ -1191,7 +1201,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       };
       auto dq_hand_over = [&] {
         if (kHasDq)
-          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(
+          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
               dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
               [&] { return job_header(step_of(kDefer), chunk); }, trace, step);
         trace(kTrDqHanded, step);
@@ -1276,12 +1286,12 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       if (chunk >= 0) {
         if (kFinish && !kPair)
           bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(step_of(true), chunk); });
-        wait_ds_full(step - 1, bars);
+        wait_ds_full<kDsFenceAtReader>(step - 1, bars);
         issue_dq<DTYPE, D>(dq, step - 1, chunk, ds_tiles, k_tile);
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       }
-      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix>(
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
           dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
           trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
@@ -1466,8 +1476,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
       constexpr bool kTma = kFinish && (FLAGS & kBwdDqTmaStore) != 0;
       constexpr bool kPairTwo = (FLAGS & kBwdPair) && (FLAGS & kBwdPairTwoStage);
+      constexpr bool kFence = (FLAGS & kBwdDqFenceAtWriter) != 0;
       bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, bwd_dq_two_stage(FLAGS), kPairTwo,
-                    bwd_dq_red(FLAGS), (FLAGS & kBwdTileRecords) != 0>(p, &tm_dq, smem);
+                    bwd_dq_red(FLAGS), (FLAGS & kBwdTileRecords) != 0, kFence>(p, &tm_dq, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

@@ -240,14 +240,14 @@ TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
   REQUIRE(fwd.size() == 1);
   CHECK(fwd[0].find("gdpa_fwd<") != std::string::npos);
   REQUIRE(bwd.size() == 2);  // the backward and its dQ pass, not the forward again
-  CHECK(bwd[0].find("gdpa_bwd<0,128,3,0,15769694>") != std::string::npos);  // kBwdSkipEmptyHalf (jagged), no kBwdDeferDq
+  CHECK(bwd[0].find("gdpa_bwd<0,128,3,0,49324126>") != std::string::npos);  // kBwdSkipEmptyHalf (jagged), no kBwdDeferDq
   CHECK(bwd[1].find("gdpa_bwd_dq_convert<0,128,true>") != std::string::npos);
   p = bench_problem(seed_bench_sets()[0], 1, default_bench_base());  // self s = 1, L = 256: cluster pairs
   const std::vector<std::string> pair = row_variants(*k, p, true);
   REQUIRE(pair.size() == 1);  // no dQ pass
-  CHECK(pair[0].find("gdpa_bwd<0,128,3,0,11960447>") != std::string::npos);  // early act, two stages, dV in dS
+  CHECK(pair[0].find("gdpa_bwd<0,128,3,0,45514879>") != std::string::npos);  // early act, two stages, dV in dS
   p = bench_problem(seed_bench_sets()[3], 1, default_bench_base());  // self s = 1, L = 2048: no finish
-  CHECK(row_variants(*k, p, true)[0].find("gdpa_bwd<0,128,3,0,1130519>") != std::string::npos);
+  CHECK(row_variants(*k, p, true)[0].find("gdpa_bwd<0,128,3,0,51470359>") != std::string::npos);
   BenchRow r;
   r.variants = bwd;
   const std::string json = bench_row_json(r, Ceilings{}).dump();

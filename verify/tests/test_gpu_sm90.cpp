@@ -325,6 +325,21 @@ TEST_SUITE("gpu") {
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdTileRecords, 113, ctx);
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, sm90::kBwdTileRecords, 114, ctx);
   }
+  TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
+    // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
+    // staged dQ jobs and the dS^T halves from the storing threads to the threads that issue the
+    // async reads, after their barrier waits. A fence that no longer orders the stores shows as
+    // stale or half-written blocks: dQ, dK and dV must keep every bit. Ordered finish and
+    // accumulator path (explicit flags: the writer's fence also where the default leaves it off),
+    // twice each (a race need not show on every run); pairs in the pair test.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    const int moved = sm90::kBwdDqFenceAtWriter | sm90::kBwdDsFenceAtReader;
+    for (int round = 0; round < 2; ++round) {
+      check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, moved, 141 + uint64_t(round), ctx);
+      check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, moved, 143 + uint64_t(round), ctx);
+    }
+  }
   TEST_CASE("sm90 backward: the activation under the dP^T product changes no bit of dQ, dK, dV") {
     // kBwdEarlyAct computes P^T and act' once S^T has landed and multiplies by dP^T after it: the
     // same fp32 operations on the same values, in two commit groups instead of one. The ordered
@@ -403,6 +418,8 @@ TEST_SUITE("gpu") {
       pairs_dv_after.bwd_flags = pairs.bwd_flags & ~sm90::kBwdPairDvInDs;
       Sm90Options pairs_sts;  // 4-byte shared stores instead of stmatrix (kBwdStmatrix, kBwdStmatrixDs off)
       pairs_sts.bwd_flags = pairs.bwd_flags & ~(sm90::kBwdStmatrix | sm90::kBwdStmatrixDs);
+      Sm90Options pairs_fenced;  // every storing thread fences (kBwdDqFenceAtWriter, kBwdDsFenceAtReader off)
+      pairs_fenced.bwd_flags = pairs.bwd_flags & ~(sm90::kBwdDqFenceAtWriter | sm90::kBwdDsFenceAtReader);
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
@@ -412,6 +429,7 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_one_buffer, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_dv_after, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_sts, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_fenced, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 backward: the dQ job in its own step or deferred to the next gives the same bits") {

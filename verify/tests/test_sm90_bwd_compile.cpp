@@ -116,10 +116,11 @@ TEST_CASE("sm90 backward: variant names and support") {
   REQUIRE(src.size() == 2);
   CHECK(src[0].file == "kernels/sm90/gdpa_bwd.cu");
   // Default flags: kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore |
-  // kBwdStmatrix | kBwdStmatrixDs (3145728) (the kernel ignores the fold for fp16 and non-GELU;
+  // kBwdStmatrix | kBwdStmatrixDs (3145728) | kBwdDsFenceAtReader (33554432; kBwdDqFenceAtWriter
+  // only without the finish) (the kernel ignores the fold for fp16 and non-GELU;
   // kBwdDqFirst is for D = 128, kBwdDqTwoStage for the accumulator path; the ordered finish drops
   // kBwdDeferDq only without a mask); the finishing kernel pairs with the zeros-only dq_convert.
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,11534429>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088861>");
   CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,true>");
   opt.bwd_flags = 0;
@@ -128,46 +129,47 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.logit_scale = 1.0f;  // the unit-scale specialisation is added whatever the ablation flags
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,11534431>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088863>");
   // The default leaves the in-kernel dQ finish off above a mean KV length of
   // kBwdDqFinishMaxMeanLenK; explicit flags are used as given.
   const int over = 2 * kBwdDqFinishMaxMeanLenK - 99;  // mean (100 + over) / 2 is just above the limit
   ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15728735>");  // logit_scale 1: + unit-scale
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,49283167>");  // logit_scale 1: + unit-scale
   // Without the finish the TMA store of finished blocks has nothing to do: its bit goes too; the
   // partial-sum buffer becomes the second dQ staging buffer (kBwdDqTwoStage, 16384), dK is
-  // staged in the dS^T buffers (kBwdDkInDs, 65536), and dS^T is published by 4-byte stores
-  // (kBwdStmatrixDs, 2097152, only with the finish).
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
+  // staged in the dS^T buffers (kBwdDkInDs, 65536), dS^T is published by 4-byte stores
+  // (kBwdStmatrixDs, 2097152, only with the finish), and the writer fences the staged jobs
+  // (kBwdDqFenceAtWriter, 16777216; explicit flags keep it with the finish, as below).
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags = kBwdDefaultFlags;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,15728735>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,66060383>");
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324807>");
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,11534415>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656455>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088847>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,11534367>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088799>");
   opt.bwd_flags_drop = 0;
   // The unordered mode has no last contributor to finish a block: the flag is dropped.
   opt.deterministic = false;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,1130519>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,51462167>");
   CHECK(sm90_backward_sources(p, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   // From a mean KV length of kBwdDqRedMinMeanLenK (here exactly that) the unordered mode adds dQ
   // from the registers (kBwdDqRed, 524288); an ablation can drop it; the deterministic mode never
   // has it.
   const int red_len = 2 * kBwdDqRedMinMeanLenK - 100;
   const ProblemDesc red_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len}, {100, red_len});
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5849111>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,39403543>");  // no writer fence
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len - 2}, {100, red_len - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
   opt.bwd_flags_drop = kBwdDqRed;
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
   opt.bwd_flags_drop = 0;
   opt.deterministic = true;
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,5324823>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));
@@ -196,36 +198,38 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // 129 and 160 leave the second half of rank 1's KV tile empty.
   std::vector<KernelSource> src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 1);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");
   // kBwdSkipEmptyHalf only where some KV tile has an empty second half (Lk % 128 in 1..64).
   CHECK(sm90_bwd_has_empty_half(p));
   const ProblemDesc whole_halves = problem(kBF16, 128, kFastGelu, kMaskNone, lq, {256, 200, 250});  // 0, 72, 122
   CHECK_FALSE(sm90_bwd_has_empty_half(whole_halves));
   CHECK(sm90_bwd_has_empty_half(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {256, 192, 250})));  // 64: empty
-  CHECK(sm90_backward_sources(whole_halves, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,11960447>");
+  CHECK(sm90_backward_sources(whole_halves, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,45514879>");
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");
   opt.deterministic = true;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,15769695>");  // with kBwdEarlyAct
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324127>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
-  // accumulator with two staging buffers.
+  // accumulator with two staging buffers and the dQ job first (kBwdDqFirst, 8192, with the writer's fence).
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
-        "gdpa::sm90::gdpa_bwd<0,128,3,0,5324823>");
+        "gdpa::sm90::gdpa_bwd<0,128,3,0,55664663>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either; two staging buffers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,5324823>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,55664663>");
+  opt.bwd_flags_drop = kBwdDqFinish | kBwdDqFenceAtWriter;  // every thread fences: no dQ job first either
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,38879255>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,15769695>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324127>");
   // With at most kBwdUndeferredMaxStepsPerTile query steps per KV tile on average (here mean Lq
   // 87 and G = 2: 2.7) the ordered finish drops the deferred dQ job (kBwdDeferDq, 1); with a mask
   // it keeps it.
   const ProblemDesc few_steps = problem(kBF16, 128, kFastGelu, kMaskNone, {60, 50, 150}, {129, 160, 100});
-  CHECK(sm90_backward_sources(few_steps, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,15769694>");
+  CHECK(sm90_backward_sources(few_steps, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324126>");
   const std::string causal =
       sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskCausal, {60, 50, 150}, {129, 160, 100}), opt)[0]
           .name_expression;
@@ -573,20 +577,25 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   // Pairs and the ordered finish take the activation under dP^T (kBwdEarlyAct, 32768) by default;
   // pairs stage rank 0's jobs in two buffers (kBwdPairTwoStage, 131072) and its dV in the dS^T
   // buffers (kBwdPairDvInDs, 262144).
-  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");
-  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16121983>");
-  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,15761535>");  // and no dV in dS
-  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,15892607>");
+  CHECK(bwd_name("sm90") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");
+  CHECK(bwd_name("sm90-no-early-act") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49676415>");
+  CHECK(bwd_name("sm90-no-pair-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49315967>");  // and no dV in dS
+  CHECK(bwd_name("sm90-no-pair-dv-in-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49447039>");
   // Tile records (kBwdTileRecords, 8388608) by default only where dQ is finished in the kernel.
-  CHECK(bwd_name("sm90-no-tile-records") == "gdpa::sm90::gdpa_bwd<0,128,3,0,7766143>");
-  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154687>");
+  CHECK(bwd_name("sm90-no-tile-records") == "gdpa::sm90::gdpa_bwd<0,128,3,0,41320575>");
+  CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709119>");
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
-  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,15769695>");
-  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");  // pairs: no change
-  CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,15106175>");
-  CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,14057599>");
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324127>");
+  CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");  // pairs: no change
+  CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,48660607>");
+  CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,47612031>");
+  // The dS^T halves fenced by their readers (kBwdDsFenceAtReader, 33554432) everywhere; the dQ
+  // jobs fenced by the writer (kBwdDqFenceAtWriter, 16777216) only on the accumulator path.
+  CHECK(bwd_name("sm90-no-ds-fence-at-reader") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");
+  CHECK(bwd_name("sm90-no-dq-fence-at-writer") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");  // pairs: no change
+  CHECK(bwd_name("sm90-bwd-flags50331677") == "gdpa::sm90::gdpa_bwd<0,128,3,0,50331679>");  // both, explicit
   CHECK(bwd_name("sm90-bwd-flags3571837") == "gdpa::sm90::gdpa_bwd<0,128,3,0,3571839>");  // seven digits
-  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,16154751>");  // the finish's: no change
+  CHECK(bwd_name("sm90-no-dq-two-stage") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");  // the finish's: no change
   CHECK(bwd_name("sm90-bwd-flags163965") == "gdpa::sm90::gdpa_bwd<0,128,3,0,163967>");
   CHECK(bwd_name("sm90-bwd-flags426109") == "gdpa::sm90::gdpa_bwd<0,128,3,0,426111>");
   CHECK(bwd_name("sm90-bwd-flags295037") == "gdpa::sm90::gdpa_bwd<0,128,3,0,32895>");  // dV in dS needs two buffers
@@ -600,7 +609,7 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   CHECK(bwd_name("sm90-bwd-flags16477") == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
   CHECK_THROWS(make_kernel("sm90-bwd-flags256"));  // bits 8..12 are the activation mix's
   CHECK_THROWS(make_kernel("sm90-bwd-flags123456"));
-  CHECK_THROWS(make_kernel("sm90-bwd-flags12345678"));  // more than seven digits
+  CHECK_THROWS(make_kernel("sm90-bwd-flags1234567890"));  // more than nine digits
   CHECK_THROWS(make_kernel("sm90-bwd-flags"));
   CHECK_THROWS(make_kernel("sm90-bwd-flags0x1"));
   // The other numbered family, parsed the same way.
