@@ -114,7 +114,7 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The default adds from the registers only where that measured faster (bwd_config.h).
   if (o.bwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kBwdDqRedMinMeanLenK) * p.batch())
     f &= ~sm90::kBwdDqRed;
-  // The dQ job's proxy fence in the writer paid on the accumulator path only (1.005-1.01x), while
+  // The dQ job's proxy fence in the writer paid on the accumulator path only (1.005-1.02x), while
   // the cluster pairs lost 1-4 % (bwd_config.h kBwdDqFenceAtWriter) and the ordered finish
   // measured within its noise. Added from the registers (kBwdDqRed), a job is not staged and the
   // bit would only name a copy of the same kernel.

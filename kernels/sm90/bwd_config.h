@@ -147,7 +147,7 @@ enum BwdFlags : int {
   // warpgroup's wgmma operand reads keep busy. The PTX memory model orders a generic write before
   // an async-proxy access by a proxy fence anywhere on the causality path between them (store,
   // release, acquire, fence, access), so the one fence in the issuing thread suffices.
-  // Interleaved against the same kernels without it: 1.005-1.01x on the accumulator path (self
+  // Interleaved against the same kernels without it: 1.005-1.02x on the accumulator path (self
   // s = 1 L >= 512, s = 0.5 L = 512 / 1024); the cluster pairs 0.96x at L = 256 and 0.98-0.99x on
   // the longer cross sets (the writer's MEMBAR.ALL.CTA there seems to wait for its previous bulk
   // copy or TMA store, which the pair path otherwise keeps in flight). The host's default takes it
@@ -155,7 +155,7 @@ enum BwdFlags : int {
   kBwdDqFenceAtWriter = 1 << 24,
   // The same for the dS^T exchange: each warpgroup publishes its half by arrival only, and every
   // reader fences once after its ds_full wait, before the dQ wgmma (async proxy) reads the buffer.
-  // Interleaved, four rounds: the pair sets 1.003-1.017x, the accumulator path 0.99-1.01x (0.2 %
+  // Interleaved, six rounds: the pair sets 1.003-1.017x, the accumulator path 0.99-1.01x (0.2 %
   // in the mean). On for every problem. Same bits.
   kBwdDsFenceAtReader = 1 << 25,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
