@@ -282,13 +282,13 @@ __device__ __forceinline__ DqStage dq_stage_of() {
   return DqStage{TWO || (PAIR_TWO && ptx::cluster_ctarank() == 0)};
 }
 
-// The per-tile scalars a consumer needs during the steps. They are the same in every thread of
-// the CTA; bwd_consumer passes each through a lane-0 shuffle so that ptxas knows it and keeps them
-// in uniform registers: at D = 128 a consumer thread's 240 vector registers hold 208 of wgmma
-// fragments, and eight more vector registers of scalars made ptxas spill.
-struct BwdTileScalars {
-  int n0, len_q, len_k, m_begin, m_end, kv_head, steps, slot0, q_seq_row;
-  int k_row;  // global row of key n0 (the epilogue's dK / dV rows), read at the tile's start
+// The per-tile scalars a consumer needs during the steps: the tile's record and the dQ slot of
+// its first query tile. They are the same in every thread of the CTA; bwd_consumer passes each
+// record field through a lane-0 shuffle so that ptxas knows it and keeps them in uniform
+// registers: at D = 128 a consumer thread's 240 vector registers hold 208 of wgmma fragments, and
+// eight more vector registers of scalars made ptxas spill.
+struct BwdTileScalars : BwdTileRecord {
+  int slot0;  // dQ slot of the sequence's query tile 0
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -508,8 +508,8 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
           const int owner = (step + c) & 1;  // bwd_dq_owner_chunk: chunk c of step j is WG (j + c) % 2
           const int b = stage.buffer(k);
           ptx::mbarrier_wait(&bars->dq_full[owner][b], stage.parity(k));  // buffer b of owner holds the job
-          if (FENCE && !RED && leader) ptx::fence_proxy_async_smem();  // kBwdDqFenceAtWriter
           if (!RED && leader) {  // RED: the consumer added the job itself; only the phases go on
+            if (FENCE) ptx::fence_proxy_async_smem();  // kBwdDqFenceAtWriter
             const DqJobHeader& h = bars->dq_job[owner][k & 1];
             // Both chunks of a step belong to the same (slot, head): one wait, one release.
             if (c == 0 && p.deterministic && !(FINISH && (h.flags & kDqJobLast))) semaphore_wait(h.sem, h.expected);
@@ -1012,16 +1012,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         store_zero_rows<D>(out_rows(p.dv, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
         continue;
       }
-      ts.n0 = t.n0;
-      ts.len_q = t.len_q;
-      ts.len_k = t.len_k;
-      ts.m_begin = t.m_begin;
-      ts.m_end = t.m_end;
-      ts.kv_head = t.kv_head;
-      ts.steps = t.steps;
-      ts.slot0 = dq_slot_begin(t.q_seq_row, t.batch);  // dQ slot of query tile 0
-      ts.q_seq_row = t.q_seq_row;
-      ts.k_row = t.k_row;
+      ts = BwdTileScalars{t, dq_slot_begin(t.q_seq_row, t.batch)};
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
