@@ -28,7 +28,8 @@ TEST_SUITE("gpu") {
     const ActivationAccuracy fast = measure_activation_accuracy(kFastGelu, arch, stream.get());
     CHECK(at8(fast.own).max_abs_f <= 2e-5);
     CHECK(at8(fast.own).max_abs_df <= 5e-5);
-    // Exact forms are fp32-accurate: erf GELU and SiLU within 2e-6 over [-8, 8] (measured <= 9e-7).
+    // Exact forms are fp32-accurate: erf GELU and SiLU within 2e-6 over [-8, 8] (measured <= 9e-7;
+    // erf GELU by normal_cdf 3.7e-7 / 1.8e-7, twenty-seventh session).
     for (int act : {int(kGelu), int(kSilu)}) {
       CAPTURE(act);
       const ActivationAccuracy a = measure_activation_accuracy(act, arch, stream.get());
