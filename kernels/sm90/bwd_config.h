@@ -149,9 +149,9 @@ enum BwdFlags : int {
   // release, acquire, fence, access), so the one fence in the issuing thread suffices.
   // Interleaved against the same kernels without it: 1.005-1.02x on the accumulator path (self
   // s = 1 L >= 512, s = 0.5 L = 512 / 1024); the cluster pairs 0.96x at L = 256 and 0.98-0.99x on
-  // the longer cross sets (the writer's MEMBAR.ALL.CTA there seems to wait for its previous bulk
-  // copy or TMA store, which the pair path otherwise keeps in flight). The host's default takes it
-  // without kBwdDqFinish only. Same bits.
+  // the longer cross sets, why not known (not the MEMBAR waiting for the issuing lane's own bulk
+  // copies: the fence in another lane of the warp cost the pairs 2-3 %, twenty-seventh session).
+  // The host's default takes it without kBwdDqFinish only. Same bits.
   kBwdDqFenceAtWriter = 1 << 24,
   // The same for the dS^T exchange: each warpgroup publishes its half by arrival only, and every
   // reader fences once after its ds_full wait, before the dQ wgmma (async proxy) reads the buffer.
