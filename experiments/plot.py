@@ -399,6 +399,8 @@ ABLATIONS = (
     Ablation("dq-finish", "Backward: each dQ block finished by its last contributor in the kernel (default: mean Lk <= 384)",
              (("sm90-no-dq-finish", "fp32 accumulator + separate dq_convert pass"),
               ("sm90-dq-finish-always", "finished in the kernel at every Lk"))),
+    Ablation("dq-follow", "Backward: dQ blocks converted beside the kernel on a few SMs as they complete (accumulator path)",
+             (("sm90-no-dq-follow", "dq_convert pass after the kernel"),)),
     Ablation("dq-pair", "Backward: KV-tile pairs in a cluster, dQ parts through shared memory (default: mean Lq >= 256)",
              (("sm90-no-dq-pair", "parts through the fp32 accumulator (ordered finish)"),)),
     Ablation("dq-tma-store", "Backward: finished dQ blocks stored by the writer's TMA store (where dQ is finished in the kernel)",

@@ -35,10 +35,15 @@ for s in $steps; do
     # for a mean Lk <= 192), and the unordered adds.
     check-sm90-bwd-variants)
       step check-dq-finish 300 "$g" check --kernel sm90-dq-finish-always --bwd-only --seed 15
-      step check-unordered 300 "$g" check --kernel sm90-unordered-dq --bwd-only --seed 16 ;;
+      step check-unordered 300 "$g" check --kernel sm90-unordered-dq --bwd-only --seed 16
+      step check-dq-follow 300 "$g" check --kernel sm90-dq-follow-always --bwd-only --seed 17 ;;
     sanitize)
+      # The default kernels, then the accumulator path with the dQ follower beside the backward
+      # (the small case's default finishes dQ in the kernel instead).
       for tool in memcheck racecheck synccheck; do
         step "san-$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$g" run $small --kernel sm90
+        step "san-follow-$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$g" run $small \
+          --kernel sm90-dq-follow-always
       done ;;
     sass) step sass 300 make sass ;;
     bench-fwd) step bench-fwd 500 "$g" bench --fwd-only --out "$out" ;;

@@ -35,6 +35,7 @@ namespace {
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuModuleLoadData)                \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)           \
   X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuOccupancyMaxActiveClusters) X(cuStreamCreate)        \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                                  \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)                   \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled)
 
@@ -438,22 +439,37 @@ CUlaunchConfig launch_config(CUfunction fn, const LaunchShape& shape, CUstream s
     cfg.attrs = attrs;
     cfg.numAttrs = 1;
   }
+  if (shape.programmatic) {
+    attrs[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[cfg.numAttrs].value.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs += 1;
+  }
   return cfg;
 }
 
 }  // namespace
 
 void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** args) {
-  CUlaunchAttribute attrs[1] = {};
+  CUlaunchAttribute attrs[2] = {};
   const CUlaunchConfig cfg = launch_config(fn, shape, stream, attrs);
   GDPA_CU(cu().cuLaunchKernelEx(&cfg, fn, args, nullptr));
 }
 
 int max_active_clusters(CUfunction fn, const LaunchShape& shape) {
-  CUlaunchAttribute attrs[1] = {};
+  CUlaunchAttribute attrs[2] = {};
   const CUlaunchConfig cfg = launch_config(fn, shape, nullptr, attrs);
   int n = 0;
   GDPA_CU(cu().cuOccupancyMaxActiveClusters(&n, fn, &cfg));
+  return n;
+}
+
+int max_active_blocks_per_sm(CUfunction fn, const LaunchShape& shape) {
+  CUlaunchAttribute attrs[2] = {};
+  (void)launch_config(fn, shape, nullptr, attrs);  // checks the shape, raises the shared-memory opt-in
+  int n = 0;
+  GDPA_CU(cu().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &n, fn, int(shape.block[0] * shape.block[1] * shape.block[2]), shape.dynamic_smem));
   return n;
 }
 

@@ -61,6 +61,7 @@ struct DriverApi {
                              unsigned, CUstream, void**, void**);
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
   CUresult (*cuOccupancyMaxActiveClusters)(int*, CUfunction, const CUlaunchConfig*);
+  CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
@@ -195,6 +196,9 @@ struct LaunchShape {
   unsigned block[3] = {1, 1, 1};
   unsigned cluster[3] = {1, 1, 1};  // all 1: no cluster attribute
   size_t dynamic_smem = 0;          // raises CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES if > 48 KB
+  // Programmatic stream serialization: the kernel may start before the previous one in the stream
+  // has finished, once every CTA of that one has run griddepcontrol.launch_dependents (or exited).
+  bool programmatic = false;
 };
 
 // cuLaunchKernelEx with the shape above; args as for cuLaunchKernel. Throws on launch errors
@@ -204,5 +208,8 @@ void launch(CUfunction fn, const LaunchShape& shape, CUstream stream, void** arg
 // How many clusters of `shape` (its cluster, block and shared memory; the grid is ignored) the
 // device can hold resident at once: the persistent grid of a cluster launch. 0 if none fits.
 int max_active_clusters(CUfunction fn, const LaunchShape& shape);
+
+// How many CTAs of `shape`'s block and dynamic shared memory one SM holds at once (0: none fits).
+int max_active_blocks_per_sm(CUfunction fn, const LaunchShape& shape);
 
 }  // namespace gdpa

@@ -47,6 +47,7 @@ const Ablation kAblations[] = {
     {"sm90-no-dk-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdDkInDs},
     {"sm90-no-stmatrix-grads", 0, SchedulePolicy::kZigzag, sm90::kBwdStmatrix},
     {"sm90-no-stmatrix-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdStmatrixDs},
+    {"sm90-no-dq-follow", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFollow},
     {"sm90-grid-order", 0, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", 0, SchedulePolicy::kLongestFirst},
 };
@@ -78,6 +79,12 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "dq-finish-always";
     return make_sm90_kernel(o);
   }
+  if (name == "sm90-dq-follow-always") {  // backward: the accumulator path and its follower at every Lk
+    Sm90Options o;
+    o.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;  // explicit: no finish, no pairs
+    o.label = "dq-follow-always";
+    return make_sm90_kernel(o);
+  }
   if (name == "sm90-unordered-dq") {  // backward: dQ adds in whatever order they come (not bit-reproducible)
     Sm90Options o;
     o.deterministic = false;
@@ -92,6 +99,13 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     return make_sm90_kernel(o);
   }
   int n = 0;
+  // sm90-follow-smsN: the backward's dQ follower on N SMs instead of the default rule's.
+  if (numbered_variant(name, "sm90-follow-sms", 2, &n) && n >= 1) {
+    Sm90Options o;
+    o.dq_follow_sms = n;
+    o.label = name.substr(5);
+    return make_sm90_kernel(o);
+  }
   // sm90-act-mixN: fast_gelu with N sixteenths of its elements on the FMA pipe (act_mix.h).
   if (numbered_variant(name, "sm90-act-mix", 2, &n) && n <= sm90::kActMixMax) {
     Sm90Options o;
@@ -160,7 +174,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-unordered-no-red", "sm90-dq-finish-always",
+  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-unordered-no-red", "sm90-dq-finish-always", "sm90-dq-follow-always",
                                 "sm90-softmax", "sm90-act-mix4", "sm90-three-wg"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;

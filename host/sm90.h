@@ -30,6 +30,9 @@ struct Sm90Options {
   bool softmax = false;        // forward only: ordinary softmax attention (kFwdSoftmax), not GDPA
   int act_mix = -1;            // fast_gelu only: sixteenths of the elements on the FMA pipe
                                // (kernels/sm90/act_mix.h); -1 = act_mix_default for the head dim
+  // Backward with kBwdDqFollow: SMs left out of the persistent grid for the dQ follower; 0 = the
+  // default rule (host/sm90_bwd.cpp sm90_bwd_follow_sms).
+  int dq_follow_sms = 0;
   std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
   // Backward profiling (kBwdTrace, kernels/sm90/trace.cuh): after every backward the launcher
   // waits for it and writes the first CTAs' event trace to this .npy file. Empty: no trace, unless

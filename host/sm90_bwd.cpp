@@ -1,4 +1,4 @@
-// sm90_bwd.cpp — launcher of the Hopper backward (kernels/sm90/gdpa_bwd.cu, dq_convert.cu).
+// sm90_bwd.cpp — launcher of the Hopper backward (kernels/sm90/gdpa_bwd.cu, dq_convert.cu, dq_follow.cu).
 //
 // One backward is three stream operations:
 //   1. memset of the fp32 dQ accumulator (deterministic mode: of the semaphores only, since the
@@ -13,6 +13,7 @@
 #include "sm90_bwd.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/bwd_config.h"
 #include "device_problem.h"
+#include "sm90_bwd_dq_plan.h"
 #include "tensor_map.h"
 #include "trace_buffer.h"
 
@@ -67,6 +69,30 @@ std::vector<sm90::BwdTileRecord> backward_records(const ProblemDesc& p, const st
                                         p.k_begin(w.batch), p.len_k(w.batch), p.q_begin(w.batch), p.len_q(w.batch),
                                         p.window_left, p.window_right, p.group()));
   return r;
+}
+
+int sm90_bwd_follow_sms(const ProblemDesc& p, const Sm90Options& o, int sms) {
+  int k = o.dq_follow_sms;
+  if (k <= 0) {
+    // The follower converts about 90 GB/s per SM (ncu-free arithmetic from the sweeps: one SM
+    // took 20 ms for the 1.8 GB of self s = 1 L = 512), so the SMs it needs scale with the bytes
+    // per unit of backward work: one 64-row block per query tile and head, against the KV tiles
+    // each such block meets (R). The best k measured (bwd_config.h kBwdDqFollow): 8 / 4 / 2 at
+    // self s = 1 L = 512 / 1024 / 2048 (R = 4 / 8 / 16), 6 / 4 / 2-3 at s = 0.5 (R = 3.2 / 5.8 /
+    // 11): k = 32 / R, from 2 to 8.
+    const std::vector<WorkTile> tiles =
+        build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, SchedulePolicy::kGridOrder, 1);
+    double steps = 0, blocks = 0;
+    for (const WorkTile& t : tiles) steps += t.work;
+    for (int b = 0; b < p.batch(); ++b) blocks += double((p.len_q(b) + sm90::kBwdBlockM - 1) / sm90::kBwdBlockM) * p.heads_q;
+    const double r = blocks > 0 ? steps / blocks : 0;
+    k = r > 0 ? int(std::lround(32.0 / r)) : 8;
+    k = std::max(2, std::min(8, k));
+    k = std::min(k, std::max(1, sms / 8));  // small devices keep most SMs for the backward
+  }
+  if (k >= sms) throw ProblemError("sm90 backward: " + std::to_string(k) + " SMs for the dQ follower leave none of the " +
+                                   std::to_string(sms) + " to the backward");
+  return k;
 }
 
 bool sm90_bwd_has_empty_half(const ProblemDesc& p) { return some_last_tile_half_empty(p, true, sm90::kBwdBlockN); }
@@ -121,6 +147,9 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if ((o.bwd_flags < 0 && (f & sm90::kBwdDqFinish)) || (f & sm90::kBwdDqRed)) f &= ~sm90::kBwdDqFenceAtWriter;
   // dK through the dS^T buffers relies on the two-stage path's wait at each tile's start.
   if (!(f & sm90::kBwdDqTwoStage)) f &= ~sm90::kBwdDkInDs;
+  // The follower reads the ordered mode's semaphores, and the finish (pairs included) writes its
+  // blocks already: elsewhere the bit would only name a copy of the kernel.
+  if (!o.deterministic || (f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqFollow;
   // The dQ job first (its hand-over under dV and dK) paid with the ordered finish, whose
   // hand-over waits for the earlier contributors' partial sum: 1.03-1.04x at s = 0.5, L = 512, in
   // five runs over two calls; 1.00x at s = 0.5, L = 256; 0.96-0.99x on the accumulator and pair
@@ -181,6 +210,13 @@ KernelSource main_source(const ProblemDesc& p, int flags) {
 KernelSource convert_source(const ProblemDesc& p, int flags) {
   KernelSource s;
   s.file = "kernels/sm90/dq_convert.cu";
+  if (flags & sm90::kBwdDqFollow) {  // the conversion beside the backward
+    s.file = "kernels/sm90/dq_follow.cu";
+    s.name_expression = "gdpa::sm90::gdpa_bwd_dq_follow<" + template_args(p) + ">";
+    return s;
+  }
+  // FINISHED: the kernel wrote every block with a contributor, so the pass only writes the zeros
+  // of the others.
   s.name_expression = "gdpa::sm90::gdpa_bwd_dq_convert<" + template_args(p) + "," +
                       ((flags & sm90::kBwdDqFinish) ? "true" : "false") + ">";
   return s;
@@ -205,6 +241,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
       throw ProblemError("sm90 backward: kBwdPair needs no mask, every Lk in (128, 256] and kBwdDqFinish");
     desc_ = p;
     sms_ = dev.sm_count;
+    follow_ = (flags & sm90::kBwdDqFollow) != 0;
     main_ = load(main_source(p, flags));
     if (!pair_) convert_ = load(convert_source(p, flags));
 
@@ -225,11 +262,24 @@ class Sm90BackwardImpl final : public Sm90Backward {
       tiles = apply_policy(sm90_bwd_pair_items(grid_order), opt_.policy, clusters);
       grid_ = 2u * persistent_grid(tiles.size(), clusters);
     } else {
-      tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, sms_);
+      // kBwdDqFollow: the tiles are dealt to the SMs the follower leaves to the backward.
+      const int workers = follow_ ? sms_ - sm90_bwd_follow_sms(p, opt_, sms_) : sms_;
+      tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, workers);
       if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
-      grid_ = persistent_grid(tiles.size(), sms_);
+      grid_ = persistent_grid(tiles.size(), workers);
     }
     num_tiles_ = int(tiles.size());
+    if (follow_) {  // the follower's list, and its grid: as many CTAs as the free SMs hold
+      const std::vector<sm90::DqConvertItem> items = dq_follow_items(p, tiles);
+      follow_count_ = int(items.size());
+      follow_items_ = DeviceBuffer(std::max<size_t>(16, items.size() * sizeof(sm90::DqConvertItem)));
+      if (!items.empty()) follow_items_.upload(items);
+      const LaunchShape shape = follow_shape();
+      const int per_sm = max_active_blocks_per_sm(convert_->function(), shape);
+      if (per_sm < 1) throw CudaError("sm90 backward: the dQ follower does not fit an SM");
+      // Every SM's worth: the CTAs that do not fit beside the backward start as its CTAs exit.
+      follow_grid_ = unsigned(std::max(1, std::min(follow_count_, per_sm * sms_)));
+    }
     tiles_ = DeviceBuffer(tiles.empty() ? 16 : tiles.size() * sizeof(WorkTile));
     if (!tiles.empty()) tiles_.upload(tiles);
     if (flags & sm90::kBwdTileRecords) {  // otherwise the kernels derive each tile from `tiles`
@@ -243,7 +293,10 @@ class Sm90BackwardImpl final : public Sm90Backward {
     const size_t acc_floats = pair_ ? 0 : size_t(slots_) * size_t(p.heads_q) * size_t(p.head_dim) * sm90::kBwdBlockM;
     accum_ = DeviceBuffer(std::max<size_t>(16, acc_floats * sizeof(float)));
     zeros_ = zero_rows_buffer();
-    semaphores_ = DeviceBuffer(opt_.deterministic && !pair_ ? std::max<size_t>(16, size_t(slots_) * p.heads_q * sizeof(int)) : 16);
+    // Deterministic mode: one semaphore per (slot, head); with the follower one more int after
+    // them, its item counter, zeroed with them.
+    const size_t sem_ints = size_t(slots_) * p.heads_q + (follow_ ? 1 : 0);
+    semaphores_ = DeviceBuffer(opt_.deterministic && !pair_ ? std::max<size_t>(16, sem_ints * sizeof(int)) : 16);
     if (flags & sm90::kBwdTrace)
       trace_ = TraceBuffer(opt_.bwd_trace.empty() ? std::string(kDefaultBwdTracePath) : opt_.bwd_trace,
                            sm90::kBwdTraceCtas, sm90::kBwdTraceRoles, sm90::kBwdTraceSlots);
@@ -274,6 +327,9 @@ class Sm90BackwardImpl final : public Sm90Backward {
     params.dq_accum = reinterpret_cast<float*>(accum_.ptr());
     params.deterministic = opt_.deterministic ? 1 : 0;
     params.semaphores = reinterpret_cast<int*>(semaphores_.ptr());
+    params.dq_follow_items = reinterpret_cast<const void*>(follow_items_.ptr());  // kBwdDqFollow only
+    params.dq_follow_count = follow_count_;
+    params.dq_follow_next = params.semaphores + size_t(slots_) * p.heads_q;
     if (trace_.on()) params.trace = trace_.arm(stream);
 
     if (num_tiles_ > 0) {  // no KV rows at all: dK, dV are empty and dQ is all zeros
@@ -297,7 +353,15 @@ class Sm90BackwardImpl final : public Sm90Backward {
       void* args[] = {&tm_q, &tm_k, &tm_v, &tm_do, &tm_dk, &tm_dv, &tm_dq, &params};
       launch(main_->function(), shape, stream, args);
     }
-    if (p.total_q() > 0 && !pair_) {
+    if (p.total_q() > 0 && follow_) {
+      // Behind the backward, allowed to start once all its CTAs hold their SMs (griddepcontrol in
+      // gdpa_bwd): on the SMs left free. Without a backward (no KV rows) every block is zeros.
+      LaunchShape shape = follow_shape();
+      shape.grid[0] = follow_grid_;
+      shape.programmatic = num_tiles_ > 0;
+      void* args[] = {&params};
+      launch(convert_->function(), shape, stream, args);
+    } else if (p.total_q() > 0 && !pair_) {
       LaunchShape shape;
       shape.grid[0] = unsigned(slots_);
       shape.grid[1] = unsigned(p.heads_q);
@@ -313,13 +377,23 @@ class Sm90BackwardImpl final : public Sm90Backward {
   ProblemDesc desc_;
   int sms_ = 0;
   std::unique_ptr<Module> main_, convert_;
-  DeviceBuffer tiles_, records_, accum_, semaphores_, zeros_;
+  DeviceBuffer tiles_, records_, accum_, semaphores_, zeros_, follow_items_;
+  bool follow_ = false;  // kBwdDqFollow: gdpa_bwd_dq_follow beside the kernel instead of the pass
+  int follow_count_ = 0;
+  unsigned follow_grid_ = 0;
   int num_tiles_ = 0;
   long long slots_ = 0;
   size_t smem_ = 0;
   bool pair_ = false;  // kBwdPair: clusters of two, no accumulator, no dq_convert
   unsigned grid_ = 0;
   TraceBuffer trace_;  // kBwdTrace only
+
+  static LaunchShape follow_shape() {
+    LaunchShape shape;
+    shape.block[0] = sm90::kFollowThreads;
+    shape.dynamic_smem = sm90::kFollowSmemBytes;
+    return shape;
+  }
 
   LaunchShape main_shape() const {
     LaunchShape shape;

@@ -34,6 +34,9 @@ bool sm90_bwd_pair_eligible(const ProblemDesc& p);
 // Some KV tile has no key in its second half (a sequence with Lk % 128 in 1..64): kBwdSkipEmptyHalf
 // has work to skip.
 bool sm90_bwd_has_empty_half(const ProblemDesc& p);
+// kBwdDqFollow: how many of the device's `sms` SMs the backward leaves to the dQ follower
+// (Sm90Options::dq_follow_sms, or the default rule for the problem).
+int sm90_bwd_follow_sms(const ProblemDesc& p, const Sm90Options& o, int sms);
 // The list a pair launch walks: one entry per (sequence, KV head), its KV tile 0, in the policy's
 // order; the cluster's CTA of rank r runs KV tile r of it.
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles);

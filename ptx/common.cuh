@@ -21,6 +21,12 @@ __device__ __forceinline__ int thread_x_fresh() {
   return v;
 }
 
+// Programmatic dependent launch (sm_90): once every CTA of this grid has issued it (or exited),
+// a kernel launched behind it with programmatic stream serialization may start.
+__device__ __forceinline__ void griddepcontrol_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 // The device-wide nanosecond timer (the same clock on every SM, unlike clock64's cycle counter), for
 // event traces that compare CTAs on different SMs.
 __device__ __forceinline__ unsigned long long global_timer_ns() {

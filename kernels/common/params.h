@@ -61,6 +61,11 @@ struct GdpaParams {
   int num_tiles;
   int deterministic;      // backward: order dQ accumulation so results are bit-identical
   int* semaphores;        // backward deterministic mode scratch (zeroed before launch)
+  // sm90 backward with kBwdDqFollow: the dQ blocks in the follower's order
+  // (kernels/sm90/bwd_config.h DqConvertItem; host/sm90_bwd_dq_plan.h).
+  const void* dq_follow_items;
+  int dq_follow_count;
+  int* dq_follow_next;  // the next item to take (zeroed before launch, with the semaphores)
   // Per-CTA tile ranges (host/scheduler.h CtaSchedule): CTA c runs tiles[cta_tile_begin[c]] ..
   // tiles[cta_tile_begin[c + 1] - 1]. Null: the striding contract (tiles c, c + grid, ...).
   const int* cta_tile_begin;

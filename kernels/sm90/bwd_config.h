@@ -158,14 +158,25 @@ enum BwdFlags : int {
   // Interleaved, six rounds: the pair sets 1.003-1.017x, the accumulator path 0.99-1.01x (0.2 %
   // in the mean). On for every problem. Same bits.
   kBwdDsFenceAtReader = 1 << 25,
+  // Deterministic accumulator path only (no kBwdDqFinish, no pairs): the dQ conversion runs
+  // beside the backward instead of after it. The host leaves a few SMs out of the persistent grid
+  // and launches gdpa_bwd_dq_follow (dq_convert.cu) behind it with programmatic stream
+  // serialization; each backward CTA allows that launch at its start (griddepcontrol), so the
+  // follower's CTAs are placed only once every backward CTA is resident, on the SMs left free.
+  // They walk the dQ blocks in the order their last adds land (the host's list, sorted by the
+  // tile list entry of each block's last contributor), wait for each block's semaphore to show
+  // every add, and convert it: reading it from L2 soon after its last add, instead of the whole
+  // fp32 accumulator from DRAM in a pass after the kernel, at the price of the SMs left out.
+  // Same arithmetic as dq_convert, so the same bits. Nothing in the backward waits for it.
+  kBwdDqFollow = 1 << 26,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
-                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader,
+                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
-                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader,
+                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -319,6 +330,35 @@ GDPA_HD long long dq_block_offset(long long slot, int head, int heads_q, int chu
 GDPA_HD int dq_frag_row(int tid, int r) { return 16 * (tid >> 5) + ((tid & 31) >> 2) + 8 * ((r >> 1) & 1); }
 GDPA_HD int dq_frag_col(int tid, int r) { return 8 * (r >> 2) + 2 * (tid & 3) + (r & 1); }
 GDPA_HD int dq_frag_index(int tid, int r) { return (r >> 2) * 512 + tid * 4 + (r & 3); }
+
+// ---- the follower's list (kBwdDqFollow) ---------------------------------------------------------
+// One item per (query tile, head) dQ block of the batch (host/sm90_bwd_dq_plan.cpp), in the order
+// the follower converts them: its accumulator block and semaphore (dq_block_index), the global row
+// of its first query, its head and rows inside the sequence, and the number of KV tiles that add
+// to it (the semaphore's final value; 0: nobody adds, the rows are zeros).
+struct DqConvertItem {
+  int block;      // dq_block_index(slot, head, heads_q)
+  int row0;       // global row of the block's first query
+  int head_rows;  // head * 128 + rows (1..64 rows inside the sequence)
+  int count;      // contributions: the semaphore's final value
+};
+static_assert(sizeof(DqConvertItem) == 16, "one 16-byte load per item");
+GDPA_HD constexpr int dq_item_head_rows(int head, int rows) { return head * 128 + rows; }
+
+// The conversions' shapes (dq_convert.cu, dq_follow.cu, dq_rows.cuh): 128 converting threads (the
+// consumer warpgroup's fragment layout) and a staging tile of 64 rows of 64 io values (128 bytes)
+// plus 16 bytes each: the fragment-order stores hit all 32 banks (row * 36 + 4k + t words: 4g + t
+// differ across a warp), and rows stay 16-byte aligned for the row-order reads.
+constexpr int kConvertThreads = 128;
+constexpr int kConvertRowBytes = 144;
+constexpr int kConvertTileBytes = kBwdBlockM * kConvertRowBytes;
+// The follower (dq_follow.cu): a loader warp and the converting threads; dynamic shared memory for
+// a ring of kFollowStages 16 KB chunks, the staging tile, the ring's full / empty barriers and the
+// chunk each slot holds. 73.8 KB: three CTAs (twelve chunks in flight) per SM.
+constexpr int kFollowStages = 4;
+constexpr int kFollowThreads = 32 + kConvertThreads;
+constexpr int kFollowRingBytes = kFollowStages * kBwdDqJobBytes;
+constexpr int kFollowSmemBytes = kFollowRingBytes + kConvertTileBytes + 2 * kFollowStages * 8 + kFollowStages * 4;
 
 // ---- masking of a transposed (keys x queries) fragment ----------------------------------------
 // The queries i that key j may pair with form one interval [*lo, *lo + *count): exactly the i with

@@ -14,20 +14,14 @@
 // last contributor finished it), so only the blocks whose semaphore is 0 are left: zeros.
 #include "../common/params.h"
 #include "bwd_config.h"
-#include "fragments.cuh"
+#include "dq_rows.cuh"
 
 namespace gdpa::sm90 {
-
-constexpr int kConvertThreads = 128;
-// Staging row of 64 io values (128 bytes) plus 16 bytes: the fragment-order stores below hit all 32
-// banks (row * 36 + 4k + t words: 4g + t differ across a warp), and rows stay 16-byte aligned for
-// the row-order reads.
-constexpr int kConvertRowBytes = 144;
 
 template <int DTYPE, int D, bool FINISHED>
 __global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __grid_constant__ GdpaParams p) {
   static_assert(D % kBwdDqCols == 0, "head dim");
-  __shared__ __align__(16) unsigned char tile[kBwdBlockM * kConvertRowBytes];
+  __shared__ __align__(16) unsigned char tile[kConvertTileBytes];
   const int slot = blockIdx.x, head = blockIdx.y, tid = threadIdx.x;
   const bool untouched = p.deterministic && p.semaphores[dq_block_index(slot, head, p.heads_q)] == 0;
   if (FINISHED && !untouched) return;  // decided before the search below: most CTAs end here
@@ -56,28 +50,15 @@ __global__ void __launch_bounds__(kConvertThreads) gdpa_bwd_dq_convert(const __g
 
 #pragma unroll 1
   for (int c = 0; c < D / kBwdDqCols; ++c) {
-    // 1: coalesced float4 reads; thread tid reads exactly what consumer thread tid staged, so it
-    //    knows each value's (row, column) from the accumulator layout.
+    // Coalesced float4 reads: thread tid reads exactly what consumer thread tid staged, so it knows
+    // each value's (row, column) from the accumulator layout.
     const float4* src = reinterpret_cast<const float4*>(acc + c * kBwdDqJobFloats);
+    float4 v[8];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const float4 v = untouched ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : src[k * kConvertThreads + tid];
-      const int row = dq_frag_row(tid, 4 * k), col = dq_frag_col(tid, 4 * k);  // registers 4k, 4k+1
-      *reinterpret_cast<unsigned*>(tile + row * kConvertRowBytes + col * 2) = pack2<DTYPE>(v.x * scale, v.y * scale);
-      // registers 4k+2, 4k+3: the same columns, 8 rows down
-      *reinterpret_cast<unsigned*>(tile + (row + 8) * kConvertRowBytes + col * 2) =
-          pack2<DTYPE>(v.z * scale, v.w * scale);
-    }
+    for (int k = 0; k < 8; ++k) v[k] = untouched ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : src[k * kConvertThreads + tid];
+    stage_dq_fragment<DTYPE>(v, scale, tile, tid);
     __syncthreads();
-    // 2: 16-byte row-order stores, 8 threads per 128-byte row segment; rows past the sequence end
-    //    belong to the next sequence and are never written.
-#pragma unroll
-    for (int q = tid; q < kBwdBlockM * 8; q += kConvertThreads) {
-      const int row = q >> 3, part = q & 7;
-      if (row < rows)
-        *reinterpret_cast<uint4*>(out + row * row_stride + c * kBwdDqCols + part * 8) =
-            *reinterpret_cast<const uint4*>(tile + row * kConvertRowBytes + part * 16);
-    }
+    store_staged_dq_rows(tile, out + c * kBwdDqCols, row_stride, rows, tid);
     __syncthreads();  // the tile is rewritten by the next chunk
   }
 }

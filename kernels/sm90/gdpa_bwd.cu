@@ -1447,6 +1447,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
   else
     __syncthreads();
 
+  // kBwdDqFollow: the follower may be placed once every CTA of this grid holds its SM.
+  if constexpr ((FLAGS & kBwdDqFollow) != 0)
+    if (threadIdx.x == 0) ptx::griddepcontrol_launch_dependents();
   const int wg = ptx::warpgroup_id();
   if (wg == 0) {
     ptx::setmaxnreg_dec<kBwdProducerRegs>();

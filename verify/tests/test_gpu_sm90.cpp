@@ -298,6 +298,32 @@ TEST_SUITE("gpu") {
     // Explicit flags: the default leaves the finish off at a mean Lk > 192.
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdDqFinish, 95, ctx);
   }
+  TEST_CASE("sm90 backward: dQ converted by the follower gives the bits of the dq_convert pass") {
+    // kBwdDqFollow: gdpa_bwd_dq_follow runs beside the backward on the SMs it leaves free, reads
+    // each block once its semaphore shows every add and writes the rows with dq_convert's
+    // arithmetic. A block read before its last add, a row written past a sequence's end, or a
+    // block left out changes dQ. The accumulator path (explicit flags, whatever the mean Lk), no
+    // mask and causal (blocks with no contributor: zeros), D = 64 / 128, GQA; then many tiles per
+    // CTA, and a window (each block its own contributor range). One and five follower SMs.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    const int follow = (sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish) | sm90::kBwdDqFollow;
+    check_dropping_changes_no_bits(follow, sm90::kBwdDqFollow, 151, ctx);
+    for (int sms : {1, 5}) {
+      CAPTURE(sms);
+      Sm90Options with, without;
+      with.bwd_flags = follow;
+      with.dq_follow_sms = sms;
+      without.bwd_flags = follow & ~sm90::kBwdDqFollow;
+      check_same_bits_over_many_tiles(with, without, 153, ctx);
+      ProblemDesc p = half_fold_problem(kFastGelu, 155, 4, 2, 96, 1100);
+      p.mask = kMaskWindow;
+      p.window_left = 300;
+      p.window_right = 40;
+      DeviceProblem dp(p, make_inputs(p, 156, true), true);
+      check_same_backward_bits(with, without, p, dp, ctx);
+    }
+  }
   TEST_CASE("sm90 backward: finished dQ blocks stored by TMA give the bits of the threads' row copy") {
     // kBwdDqTmaStore changes who writes a finished block's staged rows (the writer's TMA store
     // instead of the consumer's threads), not what is staged; blocks cut by a sequence's end still
@@ -655,6 +681,15 @@ TEST_SUITE("gpu") {
         INFO(o.line);
         CHECK(o.pass);
       }
+  }
+  TEST_CASE("sm90 backward with dQ converted by the follower matches the CPU reference") {
+    // Explicit flags force the accumulator path and its follower on the check matrix's short
+    // cases (the default finishes those in the kernel or in pairs).
+    Sm90Options o;
+    o.bwd_flags = (sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish) | sm90::kBwdDqFollow;
+    run_cases(true, {"act=fast_gelu", "D=64", "fp16", "mask=causal", "mask=window(37,5)", "G=2", "Lq=1 with an Lk=0",
+                     "scales"},
+              o);
   }
   TEST_CASE("sm90 backward matches the CPU reference on jagged batches") {
     run_cases(true, {"act=fast_gelu", "act=gelu_poly", "D=64", "fp16", "mask=causal", "G=2", "Lq=1 with an Lk=0",

@@ -140,20 +140,28 @@ TEST_CASE("sm90 backward: variant names and support") {
   // partial-sum buffer becomes the second dQ staging buffer (kBwdDqTwoStage, 16384), dK is
   // staged in the dS^T buffers (kBwdDkInDs, 65536), dS^T is published by 4-byte stores
   // (kBwdStmatrixDs, 2097152, only with the finish), and the writer fences the staged jobs
-  // (kBwdDqFenceAtWriter, 16777216; explicit flags keep it with the finish, as below).
+  // (kBwdDqFenceAtWriter, 16777216; explicit flags keep it with the finish, as below), and the
+  // dQ blocks are converted beside the kernel by the follower (kBwdDqFollow, 67108864) instead of
+  // the pass after it.
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765335>");
+  CHECK(sm90_backward_sources(long_kv, opt)[1].file == "kernels/sm90/dq_follow.cu");
+  CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_follow<1,64>");
+  opt.bwd_flags_drop = kBwdDqFollow;  // the ablation: the pass after the kernel
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
+  opt.bwd_flags_drop = 0;
   opt.bwd_flags = kBwdDefaultFlags;
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,66060383>");
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656455>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765319>");
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088847>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088799>");
   opt.bwd_flags_drop = 0;
-  // The unordered mode has no last contributor to finish a block: the flag is dropped.
+  // The unordered mode has no last contributor to finish a block, and no semaphores for the
+  // follower: both flags are dropped.
   opt.deterministic = false;
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,51462167>");
   CHECK(sm90_backward_sources(p, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
@@ -168,8 +176,8 @@ TEST_CASE("sm90 backward: variant names and support") {
   opt.bwd_flags_drop = kBwdDqRed;
   CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
   opt.bwd_flags_drop = 0;
-  opt.deterministic = true;
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
+  opt.deterministic = true;  // the ordered mode: no red adds, the follower
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765335>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));
@@ -213,13 +221,14 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   REQUIRE(src.size() == 2);
   CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324127>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
-  // accumulator with two staging buffers and the dQ job first (kBwdDqFirst, 8192, with the writer's fence).
+  // accumulator with two staging buffers and the dQ job first (kBwdDqFirst, 8192, with the writer's
+  // fence), and the follower.
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
-        "gdpa::sm90::gdpa_bwd<0,128,3,0,55664663>");
+        "gdpa::sm90::gdpa_bwd<0,128,3,0,122773527>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either; two staging buffers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,55664663>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,122773527>");
   opt.bwd_flags_drop = kBwdDqFinish | kBwdDqFenceAtWriter;  // every thread fences: no dQ job first either
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,38879255>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,105988119>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
