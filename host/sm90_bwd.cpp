@@ -6,7 +6,10 @@
 //   2. gdpa_bwd: persistent grid over the KV tiles; writes dK, dV, bulk-adds into the accumulator,
 //   3. gdpa_bwd_dq_convert: accumulator * logit_scale * out_scale -> dQ in the io dtype (with
 //      kBwdDqFinish, the deterministic default, the kernel has written every block that has a
-//      contributor, and this pass only writes the zeros of blocks no key tile sees).
+//      contributor, and this pass only writes the zeros of blocks no key tile sees), or, with
+//      kBwdDqFollow (the deterministic accumulator path's default), gdpa_bwd_dq_follow, launched
+//      with programmatic stream serialization so that it runs beside gdpa_bwd on the SMs that
+//      kernel's grid leaves free and converts each block as it completes.
 // The accumulator uses the blocked per-query-tile layout of kernels/sm90/bwd_config.h.
 // With kBwdPair (every sequence has two KV tiles, no mask) it is only step 2, launched in clusters
 // of two CTAs: the two KV tiles of a sequence finish dQ between them in shared memory.
@@ -74,12 +77,12 @@ std::vector<sm90::BwdTileRecord> backward_records(const ProblemDesc& p, const st
 int sm90_bwd_follow_sms(const ProblemDesc& p, const Sm90Options& o, int sms) {
   int k = o.dq_follow_sms;
   if (k <= 0) {
-    // The follower converts about 90 GB/s per SM (ncu-free arithmetic from the sweeps: one SM
-    // took 20 ms for the 1.8 GB of self s = 1 L = 512), so the SMs it needs scale with the bytes
-    // per unit of backward work: one 64-row block per query tile and head, against the KV tiles
-    // each such block meets (R). The best k measured (bwd_config.h kBwdDqFollow): 8 / 4 / 2 at
-    // self s = 1 L = 512 / 1024 / 2048 (R = 4 / 8 / 16), 6 / 4 / 2-3 at s = 0.5 (R = 3.2 / 5.8 /
-    // 11): k = 32 / R, from 2 to 8.
+    // The follower converts about 90 GB/s per SM (measured: one SM took 20 ms for the 1.8 GB of
+    // self s = 1 L = 512), so the SMs it needs scale with its bytes per unit of backward work:
+    // one 64-row block per query tile and head, against the KV tiles each such block meets (R).
+    // The best k measured (PERF_NOTES, twenty-eighth session, `kd-*`): 8 / 4 / 2 at self s = 1
+    // L = 512 / 1024 / 2048 (R = 4 / 8 / 16), 6 / 4 / 2-3 at s = 0.5 (this rule gives 8 / 6 / 3,
+    // within 1.5 % of the best there): k = 32 / R, from 2 to 8.
     const std::vector<WorkTile> tiles =
         build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, SchedulePolicy::kGridOrder, 1);
     double steps = 0, blocks = 0;

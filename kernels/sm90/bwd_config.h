@@ -168,6 +168,8 @@ enum BwdFlags : int {
   // every add, and convert it: reading it from L2 soon after its last add, instead of the whole
   // fp32 accumulator from DRAM in a pass after the kernel, at the price of the SMs left out.
   // Same arithmetic as dq_convert, so the same bits. Nothing in the backward waits for it.
+  // Interleaved against the pass (twenty-eighth session): 1.015-1.043x at self s = 1 L >= 512,
+  // 1.026-1.042x at s = 0.5 L >= 512. How many SMs: host/sm90_bwd.cpp sm90_bwd_follow_sms.
   kBwdDqFollow = 1 << 26,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
@@ -354,7 +356,7 @@ constexpr int kConvertRowBytes = 144;
 constexpr int kConvertTileBytes = kBwdBlockM * kConvertRowBytes;
 // The follower (dq_follow.cu): a loader warp and the converting threads; dynamic shared memory for
 // a ring of kFollowStages 16 KB chunks, the staging tile, the ring's full / empty barriers and the
-// chunk each slot holds. 73.8 KB: three CTAs (twelve chunks in flight) per SM.
+// chunk each slot holds: 73 KB (the host asks the occupancy API how many CTAs fit an SM).
 constexpr int kFollowStages = 4;
 constexpr int kFollowThreads = 32 + kConvertThreads;
 constexpr int kFollowRingBytes = kFollowStages * kBwdDqJobBytes;

@@ -12,6 +12,7 @@
 // reading the accumulator. Padding slots (at most one per sequence) write nothing.
 // FINISHED (kBwdDqFinish): the backward kernel already wrote every block with a contributor (its
 // last contributor finished it), so only the blocks whose semaphore is 0 are left: zeros.
+// With kBwdDqFollow this pass does not run: dq_follow.cu converts every block beside the kernel.
 #include "../common/params.h"
 #include "bwd_config.h"
 #include "dq_rows.cuh"
