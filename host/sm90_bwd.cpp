@@ -332,7 +332,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     params.semaphores = reinterpret_cast<int*>(semaphores_.ptr());
     params.dq_follow_items = reinterpret_cast<const void*>(follow_items_.ptr());  // kBwdDqFollow only
     params.dq_follow_count = follow_count_;
-    params.dq_follow_next = params.semaphores + size_t(slots_) * p.heads_q;
+    params.dq_follow_next = follow_ ? params.semaphores + size_t(slots_) * p.heads_q : nullptr;
     if (trace_.on()) params.trace = trace_.arm(stream);
 
     if (num_tiles_ > 0) {  // no KV rows at all: dK, dV are empty and dQ is all zeros

@@ -14,8 +14,9 @@
 //
 // Roles: warp 0 loads, warps 1..4 (128 threads, the consumer warpgroup's fragment layout) convert.
 // Loads go by the TMA unit (a 16 KB bulk copy per 64 x 64 chunk into a ring of kFollowStages
-// slots): they hold no registers, so a few CTAs keep enough bytes in flight per SM; a first form
-// that loaded through registers (eight float4 per thread) converted only about 90 GB/s per SM.
+// slots), so they hold no registers. An SM converts about 90 GB/s (read and written) this way, the
+// same as a first form that loaded eight float4 per thread: the host sizes the SMs it leaves to
+// this kernel by that rate (sm90_bwd_follow_sms).
 // A block is loaded only after its semaphore, read with acquire semantics, shows every add; the
 // writer released it after its bulk adds completed, behind a proxy fence, and the proxy fence here
 // orders our acquire before the bulk copy (the async proxy), as in the ordered finish's writer.
