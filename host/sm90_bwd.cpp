@@ -74,17 +74,16 @@ std::vector<sm90::BwdTileRecord> backward_records(const ProblemDesc& p, const st
   return r;
 }
 
-int sm90_bwd_follow_sms(const ProblemDesc& p, const Sm90Options& o, int sms) {
+int sm90_bwd_follow_sms(const ProblemDesc& p, const std::vector<WorkTile>& tiles, const Sm90Options& o, int sms) {
   int k = o.dq_follow_sms;
   if (k <= 0) {
-    // The follower converts about 90 GB/s per SM (measured: one SM took 20 ms for the 1.8 GB of
-    // self s = 1 L = 512), so the SMs it needs scale with its bytes per unit of backward work:
-    // one 64-row block per query tile and head, against the KV tiles each such block meets (R).
-    // The best k measured (PERF_NOTES, twenty-eighth session, `kd-*`): 8 / 4 / 2 at self s = 1
-    // L = 512 / 1024 / 2048 (R = 4 / 8 / 16), 6 / 4 / 2-3 at s = 0.5 (this rule gives 8 / 6 / 3,
-    // within 1.5 % of the best there): k = 32 / R, from 2 to 8.
-    const std::vector<WorkTile> tiles =
-        build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, SchedulePolicy::kGridOrder, 1);
+    // The follower converts about 90 GB/s per SM on the SMs it has while the backward runs
+    // (measured with its CTAs confined to them: one SM took 20 ms for the 1.8 GB of self s = 1
+    // L = 512), so the SMs it needs scale with its bytes per unit of backward work: one 64-row
+    // block per query tile and head, against the KV tiles each such block meets (R). The best k
+    // measured (PERF_NOTES, twenty-eighth session, `kd-*`): 8 / 4 / 2 at self s = 1 L = 512 /
+    // 1024 / 2048 (R = 4 / 8 / 16), 6 / 4 / 2-3 at s = 0.5 (this rule gives 8 / 6 / 3, within
+    // 1.5 % of the best there): k = 32 / R, from 2 to 8.
     double steps = 0, blocks = 0;
     for (const WorkTile& t : tiles) steps += t.work;
     for (int b = 0; b < p.batch(); ++b) blocks += double((p.len_q(b) + sm90::kBwdBlockM - 1) / sm90::kBwdBlockM) * p.heads_q;
@@ -265,14 +264,16 @@ class Sm90BackwardImpl final : public Sm90Backward {
       tiles = apply_policy(sm90_bwd_pair_items(grid_order), opt_.policy, clusters);
       grid_ = 2u * persistent_grid(tiles.size(), clusters);
     } else {
-      // kBwdDqFollow: the tiles are dealt to the SMs the follower leaves to the backward.
-      const int workers = follow_ ? sms_ - sm90_bwd_follow_sms(p, opt_, sms_) : sms_;
-      tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, opt_.policy, workers);
+      // kBwdDqFollow: the tiles are dealt to the SMs the follower leaves to the backward, whose
+      // number depends on the tiles' work (grid order first, the policy for those workers after).
+      tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, SchedulePolicy::kGridOrder, sms_);
+      const int workers = follow_ ? sms_ - sm90_bwd_follow_sms(p, tiles, opt_, sms_) : sms_;
+      tiles = apply_policy(std::move(tiles), opt_.policy, workers);
       if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
       grid_ = persistent_grid(tiles.size(), workers);
     }
     num_tiles_ = int(tiles.size());
-    if (follow_) {  // the follower's list, and its grid: as many CTAs as the free SMs hold
+    if (follow_) {  // the follower's list, and its grid: as many CTAs as all SMs hold
       const std::vector<sm90::DqConvertItem> items = dq_follow_items(p, tiles);
       follow_count_ = int(items.size());
       follow_items_ = DeviceBuffer(std::max<size_t>(16, items.size() * sizeof(sm90::DqConvertItem)));

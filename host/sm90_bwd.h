@@ -35,8 +35,8 @@ bool sm90_bwd_pair_eligible(const ProblemDesc& p);
 // has work to skip.
 bool sm90_bwd_has_empty_half(const ProblemDesc& p);
 // kBwdDqFollow: how many of the device's `sms` SMs the backward leaves to the dQ follower
-// (Sm90Options::dq_follow_sms, or the default rule for the problem).
-int sm90_bwd_follow_sms(const ProblemDesc& p, const Sm90Options& o, int sms);
+// (Sm90Options::dq_follow_sms, or the default rule for the problem and its backward `tiles`).
+int sm90_bwd_follow_sms(const ProblemDesc& p, const std::vector<WorkTile>& tiles, const Sm90Options& o, int sms);
 // The list a pair launch walks: one entry per (sequence, KV head), its KV tile 0, in the policy's
 // order; the cluster's CTA of rank r runs KV tile r of it.
 std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles);

@@ -160,7 +160,7 @@ enum BwdFlags : int {
   kBwdDsFenceAtReader = 1 << 25,
   // Deterministic accumulator path only (no kBwdDqFinish, no pairs): the dQ conversion runs
   // beside the backward instead of after it. The host leaves a few SMs out of the persistent grid
-  // and launches gdpa_bwd_dq_follow (dq_convert.cu) behind it with programmatic stream
+  // and launches gdpa_bwd_dq_follow (dq_follow.cu) behind it with programmatic stream
   // serialization; each backward CTA allows that launch at its start (griddepcontrol), so the
   // follower's CTAs are placed only once every backward CTA is resident, on the SMs left free.
   // They walk the dQ blocks in the order their last adds land (the host's list, sorted by the

@@ -115,23 +115,24 @@ TEST_CASE("sm90 backward: the dQ follower's list refuses a tile list without a c
 TEST_CASE("sm90 backward: the SMs left to the dQ follower follow the KV tiles per query block") {
   // k = 32 / R from 2 to 8 (host/sm90_bwd.cpp sm90_bwd_follow_sms), R the KV tiles a 64-row query
   // block meets: uniform self-attention of length L has R = L / 128.
-  auto uniform = [](int len) {
+  auto k_of = [](int len, const Sm90Options& o, int sms) {
     ProblemDesc p;
     p.heads_q = p.heads_kv = 4;
     p.head_dim = 128;
     p.cu_seqlens_q = p.cu_seqlens_k = offsets_from_lengths(std::vector<int>(16, len));
-    return p;
+    return sm90_bwd_follow_sms(p, build_backward_tiles(p, kBwdBlockM, kBwdBlockN, SchedulePolicy::kGridOrder, sms),
+                               o, sms);
   };
   const Sm90Options o;
-  CHECK(sm90_bwd_follow_sms(uniform(512), o, 132) == 8);   // R = 4
-  CHECK(sm90_bwd_follow_sms(uniform(1024), o, 132) == 4);  // R = 8
-  CHECK(sm90_bwd_follow_sms(uniform(2048), o, 132) == 2);  // R = 16
-  CHECK(sm90_bwd_follow_sms(uniform(8192), o, 132) == 2);  // at least two
-  CHECK(sm90_bwd_follow_sms(uniform(256), o, 132) == 8);   // at most eight
-  CHECK(sm90_bwd_follow_sms(uniform(512), o, 40) == 5);    // a small device keeps 7/8 of its SMs
+  CHECK(k_of(512, o, 132) == 8);   // R = 4
+  CHECK(k_of(1024, o, 132) == 4);  // R = 8
+  CHECK(k_of(2048, o, 132) == 2);  // R = 16
+  CHECK(k_of(8192, o, 132) == 2);  // at least two
+  CHECK(k_of(256, o, 132) == 8);   // at most eight
+  CHECK(k_of(512, o, 40) == 5);    // a small device keeps 7/8 of its SMs
   Sm90Options by_hand;
   by_hand.dq_follow_sms = 3;
-  CHECK(sm90_bwd_follow_sms(uniform(512), by_hand, 132) == 3);
+  CHECK(k_of(512, by_hand, 132) == 3);
   by_hand.dq_follow_sms = 132;  // nothing left for the backward: one clear error
-  CHECK_THROWS_AS(sm90_bwd_follow_sms(uniform(512), by_hand, 132), ProblemError);
+  CHECK_THROWS_AS(k_of(512, by_hand, 132), ProblemError);
 }
