@@ -152,7 +152,6 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The follower reads the ordered mode's semaphores, and the finish (pairs included) writes its
   // blocks already: elsewhere the bit would only name a copy of the kernel.
   if (!o.deterministic || (f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqFollow;
-  if (!(f & sm90::kBwdDqFollow)) f &= ~sm90::kBwdDqFollowDiscard;  // the follower's own switch
   // The dQ job first (its hand-over under dV and dK) paid with the ordered finish, whose
   // hand-over waits for the earlier contributors' partial sum: 1.03-1.04x at s = 0.5, L = 512, in
   // five runs over two calls; 1.00x at s = 0.5, L = 256; 0.96-0.99x on the accumulator and pair
@@ -215,8 +214,7 @@ KernelSource convert_source(const ProblemDesc& p, int flags) {
   s.file = "kernels/sm90/dq_convert.cu";
   if (flags & sm90::kBwdDqFollow) {  // the conversion beside the backward
     s.file = "kernels/sm90/dq_follow.cu";
-    s.name_expression = "gdpa::sm90::gdpa_bwd_dq_follow<" + template_args(p) + "," +
-                        ((flags & sm90::kBwdDqFollowDiscard) ? "true" : "false") + ">";
+    s.name_expression = "gdpa::sm90::gdpa_bwd_dq_follow<" + template_args(p) + ">";
     return s;
   }
   // FINISHED: the kernel wrote every block with a contributor, so the pass only writes the zeros

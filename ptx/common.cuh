@@ -45,12 +45,6 @@ __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<unsigned long long>(p)));
 }
 
-// Drops the 128-byte L2 line holding `p` (128-byte aligned) without writing it back: its contents
-// become undefined, so only for data nobody reads again before a plain store rewrites it.
-__device__ __forceinline__ void discard_l2_line(const void* p) {
-  asm volatile("discard.global.L2 [%0], 128;" ::"l"(reinterpret_cast<unsigned long long>(p)) : "memory");
-}
-
 // Shared-memory stores and loads through 32-bit shared-window addresses: a generic pointer costs
 // two registers and a 64-bit add per access, which matters in epilogues that run with every
 // register of a consumer thread taken by accumulators.

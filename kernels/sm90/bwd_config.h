@@ -171,20 +171,14 @@ enum BwdFlags : int {
   // Interleaved against the pass (twenty-eighth session): 1.015-1.043x at self s = 1 L >= 512,
   // 1.026-1.042x at s = 0.5 L >= 512. How many SMs: host/sm90_bwd.cpp sm90_bwd_follow_sms.
   kBwdDqFollow = 1 << 26,
-  // With kBwdDqFollow: the follower discards each accumulator chunk from L2 once its bulk copy has
-  // landed in shared memory (discard.global.L2, one 128-byte line per converting thread). The
-  // chunk is dead then (the next backward's first contributor stores, it does not add), so its
-  // dirty lines need never be written back to DRAM: the accumulator's whole write-back, bytes the
-  // power-capped long sets pay for in energy. Only the follower's code changes.
-  kBwdDqFollowDiscard = 1 << 27,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
-                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDqFollowDiscard,
+                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
-                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDqFollowDiscard,
+                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

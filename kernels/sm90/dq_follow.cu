@@ -32,9 +32,8 @@
 namespace gdpa::sm90 {
 
 static_assert(kConvertTileBytes % 8 == 0, "barriers after the tile stay 8-byte aligned");
-static_assert(kBwdDqJobBytes == kConvertThreads * 128, "the discard: one L2 line per converting thread");
 
-template <int DTYPE, int D, bool DISCARD>
+template <int DTYPE, int D>
 __global__ void __launch_bounds__(kFollowThreads) gdpa_bwd_dq_follow(const __grid_constant__ GdpaParams p) {
   static_assert(D % kBwdDqCols == 0, "head dim");
   constexpr int kChunks = D / kBwdDqCols;
@@ -115,10 +114,6 @@ __global__ void __launch_bounds__(kFollowThreads) gdpa_bwd_dq_follow(const __gri
     if (chunk_id < 0) break;
     const int c = chunk_id % kChunks;
     const DqConvertItem it = items[chunk_id / kChunks];
-    // kBwdDqFollowDiscard: the copy has landed (the wait above), so the chunk's lines are dead;
-    // one 128-byte line per thread, 16 KB per chunk.
-    if (DISCARD && it.count > 0)
-      ptx::discard_l2_line(p.dq_accum + dq_chunk_offset(it.block, c, D) + tid * (128 / sizeof(float)));
     // Thread tid's float4 k of the chunk: what consumer thread tid staged (bwd_config.h layout),
     // 16 consecutive bytes per thread, so a warp's read is conflict-free.
     const float4* chunk = reinterpret_cast<const float4*>(smem + s * kBwdDqJobBytes);

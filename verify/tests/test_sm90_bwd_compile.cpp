@@ -142,24 +142,20 @@ TEST_CASE("sm90 backward: variant names and support") {
   // (kBwdStmatrixDs, 2097152, only with the finish), and the writer fences the staged jobs
   // (kBwdDqFenceAtWriter, 16777216; explicit flags keep it with the finish, as below), and the
   // dQ blocks are converted beside the kernel by the follower (kBwdDqFollow, 67108864) instead of
-  // the pass after it, which discards each block from L2 after reading it (kBwdDqFollowDiscard,
-  // 134217728).
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,256983063>");
+  // the pass after it.
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765335>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].file == "kernels/sm90/dq_follow.cu");
-  CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_follow<1,64,true>");
+  CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_follow<1,64>");
   opt.bwd_flags_drop = kBwdDqFollow;  // the ablation: the pass after the kernel
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
-  opt.bwd_flags_drop = kBwdDqFollowDiscard;  // the follower keeps the accumulator's lines in L2
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765335>");
-  CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_follow<1,64,false>");
   opt.bwd_flags_drop = 0;
   opt.bwd_flags = kBwdDefaultFlags;
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,66060383>");
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,256983047>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765319>");
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088847>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088799>");
@@ -181,7 +177,7 @@ TEST_CASE("sm90 backward: variant names and support") {
   CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
   opt.bwd_flags_drop = 0;
   opt.deterministic = true;  // the ordered mode: no red adds, the follower
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,256983063>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765335>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));
@@ -228,11 +224,11 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // accumulator with two staging buffers and the dQ job first (kBwdDqFirst, 8192, with the writer's
   // fence), and the follower.
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
-        "gdpa::sm90::gdpa_bwd<0,128,3,0,256991255>");
+        "gdpa::sm90::gdpa_bwd<0,128,3,0,122773527>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either; two staging buffers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,256991255>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,122773527>");
   opt.bwd_flags_drop = kBwdDqFinish | kBwdDqFenceAtWriter;  // every thread fences: no dQ job first either
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,240205847>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,105988119>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
