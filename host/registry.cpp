@@ -48,7 +48,6 @@ const Ablation kAblations[] = {
     {"sm90-no-stmatrix-grads", 0, SchedulePolicy::kZigzag, sm90::kBwdStmatrix},
     {"sm90-no-stmatrix-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdStmatrixDs},
     {"sm90-no-dq-follow", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFollow},
-    {"sm90-no-dq-convert-warps", 0, SchedulePolicy::kZigzag, sm90::kBwdDqConvertWarps},
     {"sm90-grid-order", 0, SchedulePolicy::kGridOrder},
     {"sm90-longest-first", 0, SchedulePolicy::kLongestFirst},
 };

@@ -151,8 +151,7 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (!(f & sm90::kBwdDqTwoStage)) f &= ~sm90::kBwdDkInDs;
   // The follower reads the ordered mode's semaphores, and the finish (pairs included) writes its
   // blocks already: elsewhere the bit would only name a copy of the kernel.
-  if (!o.deterministic || (f & sm90::kBwdDqFinish)) f &= ~(sm90::kBwdDqFollow | sm90::kBwdDqConvertWarps);
-  if (f & sm90::kBwdDqConvertWarps) f &= ~sm90::kBwdDqFollow;  // the same walk, inside the kernel
+  if (!o.deterministic || (f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqFollow;
   // The dQ job first (its hand-over under dV and dK) paid with the ordered finish, whose
   // hand-over waits for the earlier contributors' partial sum: 1.03-1.04x at s = 0.5, L = 512, in
   // five runs over two calls; 1.00x at s = 0.5, L = 256; 0.96-0.99x on the accumulator and pair
@@ -245,7 +244,6 @@ class Sm90BackwardImpl final : public Sm90Backward {
     desc_ = p;
     sms_ = dev.sm_count;
     follow_ = (flags & sm90::kBwdDqFollow) != 0;
-    convert_warps_ = (flags & sm90::kBwdDqConvertWarps) != 0;
     main_ = load(main_source(p, flags));
     if (!pair_) convert_ = load(convert_source(p, flags));
 
@@ -275,13 +273,11 @@ class Sm90BackwardImpl final : public Sm90Backward {
       grid_ = persistent_grid(tiles.size(), workers);
     }
     num_tiles_ = int(tiles.size());
-    if (follow_ || convert_warps_) {  // the walk's list
+    if (follow_) {  // the follower's list, and its grid: as many CTAs as all SMs hold
       const std::vector<sm90::DqConvertItem> items = dq_follow_items(p, tiles);
       follow_count_ = int(items.size());
       follow_items_ = DeviceBuffer(std::max<size_t>(16, items.size() * sizeof(sm90::DqConvertItem)));
       if (!items.empty()) follow_items_.upload(items);
-    }
-    if (follow_) {  // the follower's grid: as many CTAs as all SMs hold
       const LaunchShape shape = follow_shape();
       const int per_sm = max_active_blocks_per_sm(convert_->function(), shape);
       if (per_sm < 1) throw CudaError("sm90 backward: the dQ follower does not fit an SM");
@@ -303,7 +299,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     zeros_ = zero_rows_buffer();
     // Deterministic mode: one semaphore per (slot, head); with the follower one more int after
     // them, its item counter, zeroed with them.
-    const size_t sem_ints = size_t(slots_) * p.heads_q + (follow_ || convert_warps_ ? 1 : 0);
+    const size_t sem_ints = size_t(slots_) * p.heads_q + (follow_ ? 1 : 0);
     semaphores_ = DeviceBuffer(opt_.deterministic && !pair_ ? std::max<size_t>(16, sem_ints * sizeof(int)) : 16);
     if (flags & sm90::kBwdTrace)
       trace_ = TraceBuffer(opt_.bwd_trace.empty() ? std::string(kDefaultBwdTracePath) : opt_.bwd_trace,
@@ -337,7 +333,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
     params.semaphores = reinterpret_cast<int*>(semaphores_.ptr());
     params.dq_follow_items = reinterpret_cast<const void*>(follow_items_.ptr());  // kBwdDqFollow only
     params.dq_follow_count = follow_count_;
-    params.dq_follow_next = follow_ || convert_warps_ ? params.semaphores + size_t(slots_) * p.heads_q : nullptr;
+    params.dq_follow_next = follow_ ? params.semaphores + size_t(slots_) * p.heads_q : nullptr;
     if (trace_.on()) params.trace = trace_.arm(stream);
 
     if (num_tiles_ > 0) {  // no KV rows at all: dK, dV are empty and dQ is all zeros
@@ -369,8 +365,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
       shape.programmatic = num_tiles_ > 0;
       void* args[] = {&params};
       launch(convert_->function(), shape, stream, args);
-    } else if (p.total_q() > 0 && !pair_ && !(convert_warps_ && num_tiles_ > 0)) {
-      // (kBwdDqConvertWarps: the pass only where no backward runs, for the zeros.)
+    } else if (p.total_q() > 0 && !pair_) {
       LaunchShape shape;
       shape.grid[0] = unsigned(slots_);
       shape.grid[1] = unsigned(p.heads_q);
@@ -388,7 +383,6 @@ class Sm90BackwardImpl final : public Sm90Backward {
   std::unique_ptr<Module> main_, convert_;
   DeviceBuffer tiles_, records_, accum_, semaphores_, zeros_, follow_items_;
   bool follow_ = false;  // kBwdDqFollow: gdpa_bwd_dq_follow beside the kernel instead of the pass
-  bool convert_warps_ = false;  // kBwdDqConvertWarps: the same walk inside the kernel
   int follow_count_ = 0;
   unsigned follow_grid_ = 0;
   int num_tiles_ = 0;

@@ -45,20 +45,6 @@ __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<unsigned long long>(p)));
 }
 
-// 16 bytes from global memory cached in L2 only (ld.global.cg): for data read once, which should
-// neither take L1 lines nor be served from a stale one.
-__device__ __forceinline__ float4 ld_global_cg_f4(const float4* p) {
-  float4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p));
-  return v;
-}
-// Four bytes to global memory.
-__device__ __forceinline__ void st_global_u32(void* p, unsigned v) {
-  asm volatile("st.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
 // Shared-memory stores and loads through 32-bit shared-window addresses: a generic pointer costs
 // two registers and a 64-bit add per access, which matters in epilogues that run with every
 // register of a consumer thread taken by accumulators.

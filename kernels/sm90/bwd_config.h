@@ -171,18 +171,14 @@ enum BwdFlags : int {
   // Interleaved against the pass (twenty-eighth session): 1.015-1.043x at self s = 1 L >= 512,
   // 1.026-1.042x at s = 0.5 L >= 512. How many SMs: host/sm90_bwd.cpp sm90_bwd_follow_sms.
   kBwdDqFollow = 1 << 26,
-  // Deterministic accumulator path only, in place of kBwdDqFollow: the same list of dQ blocks,
-  // walked by warps 2 and 3 of the producer warpgroup inside gdpa_bwd (dq_convert_warps.cuh), so
-  // no SM is left out of the persistent grid and no second kernel runs. Same bits.
-  kBwdDqConvertWarps = 1 << 27,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
-                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDqConvertWarps,
+                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
-                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDqConvertWarps,
+                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

@@ -68,7 +68,6 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
-#include "dq_convert_warps.cuh"
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "jagged_load.cuh"
@@ -1474,8 +1473,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       constexpr bool kFence = (FLAGS & kBwdDqFenceAtWriter) != 0;
       bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, bwd_dq_two_stage(FLAGS), kPairTwo,
                     bwd_dq_red(FLAGS), (FLAGS & kBwdTileRecords) != 0, kFence>(p, &tm_dq, smem);
-    } else if constexpr ((FLAGS & kBwdDqConvertWarps) != 0) {  // warps 2 and 3
-      bwd_dq_convert_warps<DTYPE, D>(p);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

@@ -307,7 +307,7 @@ TEST_SUITE("gpu") {
     // CTA, and a window (each block its own contributor range). One and five follower SMs.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    const int follow = (sm90::kBwdDefaultFlags & ~(sm90::kBwdDqFinish | sm90::kBwdDqConvertWarps)) | sm90::kBwdDqFollow;
+    const int follow = (sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish) | sm90::kBwdDqFollow;
     check_dropping_changes_no_bits(follow, sm90::kBwdDqFollow, 151, ctx);
     for (int sms : {1, 5}) {
       CAPTURE(sms);
@@ -323,27 +323,6 @@ TEST_SUITE("gpu") {
       DeviceProblem dp(p, make_inputs(p, 156, true), true);
       check_same_backward_bits(with, without, p, dp, ctx);
     }
-  }
-  TEST_CASE("sm90 backward: dQ converted by the producer's idle warps gives the bits of the dq_convert pass") {
-    // kBwdDqConvertWarps: warps 2 and 3 of every CTA walk the follower's list inside gdpa_bwd,
-    // each block once its semaphore shows every add, and store the rows from the fragment order
-    // (two 4-byte stores per float4, rows past the sequence's end skipped). A block read early, a
-    // row written past an end or at the wrong place, or a block left out changes dQ. The same
-    // problems as the follower's test.
-    Context ctx(0);
-    if (ctx.info().arch() != 90) return;
-    const int warps = (sm90::kBwdDefaultFlags & ~(sm90::kBwdDqFinish | sm90::kBwdDqFollow)) | sm90::kBwdDqConvertWarps;
-    check_dropping_changes_no_bits(warps, sm90::kBwdDqConvertWarps, 161, ctx);
-    Sm90Options with, without;
-    with.bwd_flags = warps;
-    without.bwd_flags = warps & ~sm90::kBwdDqConvertWarps;
-    check_same_bits_over_many_tiles(with, without, 163, ctx);
-    ProblemDesc p = half_fold_problem(kFastGelu, 165, 4, 2, 96, 1100);
-    p.mask = kMaskWindow;
-    p.window_left = 300;
-    p.window_right = 40;
-    DeviceProblem dp(p, make_inputs(p, 166, true), true);
-    check_same_backward_bits(with, without, p, dp, ctx);
   }
   TEST_CASE("sm90 backward: finished dQ blocks stored by TMA give the bits of the threads' row copy") {
     // kBwdDqTmaStore changes who writes a finished block's staged rows (the writer's TMA store
