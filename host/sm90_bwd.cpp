@@ -83,7 +83,8 @@ int sm90_bwd_follow_sms(const ProblemDesc& p, const std::vector<WorkTile>& tiles
     // block per query tile and head, against the KV tiles each such block meets (R). The best k
     // measured (PERF_NOTES, twenty-eighth session, `kd-*`): 8 / 4 / 2 at self s = 1 L = 512 /
     // 1024 / 2048 (R = 4 / 8 / 16), 6 / 4 / 2-3 at s = 0.5 (this rule gives 8 / 6 / 3, within
-    // 1.5 % of the best there): k = 32 / R, from 2 to 8.
+    // 0.3-0.8 % of the best there when re-measured, twenty-ninth session `kd2-*`): k = 32 / R,
+    // from 2 to 8.
     double steps = 0, blocks = 0;
     for (const WorkTile& t : tiles) steps += t.work;
     for (int b = 0; b < p.batch(); ++b) blocks += double((p.len_q(b) + sm90::kBwdBlockM - 1) / sm90::kBwdBlockM) * p.heads_q;
