@@ -147,55 +147,11 @@ LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
   return s;
 }
 
-namespace {
-
-// Whether sequence b's last query tile is a head pair's (build_forward_schedule's pair_heads).
-bool pairs_last_tile(const ProblemDesc& p, int b, int block_m) {
-  const int lq = p.len_q(b);
-  const int tail = lq - (ceil_div(lq, block_m) - 1) * block_m;
-  return p.heads_q >= 2 && lq > 0 && tail <= block_m / 2;
-}
-
-// build_forward_tiles' grid-order list with each pairable last tile moved behind its pair's
-// second head, once for the pair; pair[i] marks those.
-std::vector<WorkTile> pair_last_tiles(const std::vector<WorkTile>& tiles, const ProblemDesc& p, int block_m,
-                                      std::vector<unsigned char>* pair) {
-  std::vector<WorkTile> out;
-  out.reserve(tiles.size());
-  pair->clear();
-  for (size_t i = 0; i < tiles.size(); ++i) {
-    const WorkTile& t = tiles[i];
-    const int last = ceil_div(p.len_q(t.batch), block_m) - 1;
-    const bool pairable = t.block == last && pairs_last_tile(p, t.batch, block_m);
-    const bool has_partner = (t.head % 2 == 0) ? t.head + 1 < p.heads_q : true;
-    if (pairable && has_partner) {
-      if (t.head % 2 == 1) {  // the pair's tile, after both heads' other tiles
-        out.push_back(WorkTile{t.batch, t.head - 1, t.block, t.work});
-        pair->push_back(1);
-      }
-      continue;
-    }
-    out.push_back(t);
-    pair->push_back(0);
-  }
-  return out;
-}
-
-}  // namespace
-
-bool some_head_pair(const ProblemDesc& p, int block_m) {
-  for (int b = 0; b < p.batch(); ++b)
-    if (pairs_last_tile(p, b, block_m)) return true;
-  return false;
-}
-
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, bool pair_heads) {
+                                   int num_sms, int resident_blocks) {
   // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
   // adjacent and in increasing block order.
-  std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
-  std::vector<unsigned char> pair(tiles.size(), 0);
-  if (pair_heads) tiles = pair_last_tiles(tiles, p, block_m, &pair);
+  const std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
   struct Unit {
     size_t first, count;
     long long cost;
@@ -203,12 +159,11 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
   std::vector<Unit> units;
   for (size_t i = 0; i < tiles.size();) {
     size_t j = i + 1;
-    const bool resident = resident_blocks > 0 && tiles[i].work > 0 && tiles[i].work <= resident_blocks && !pair[i];
+    const bool resident = resident_blocks > 0 && tiles[i].work > 0 && tiles[i].work <= resident_blocks;
     // Only tiles that visit exactly the same KV blocks can share them; with no mask every query
     // tile of a sequence does, under a mask the ranges differ and the group splits.
     while (resident && j < tiles.size() && tiles[j].batch == tiles[i].batch && tiles[j].head == tiles[i].head &&
-           tiles[j].work == tiles[i].work && !pair[j] &&
-           (p.mask == kMaskNone || p.len_k(tiles[i].batch) <= block_n))
+           tiles[j].work == tiles[i].work && (p.mask == kMaskNone || p.len_k(tiles[i].batch) <= block_n))
       ++j;
     // Every run counts, down to two tiles. A run holds the K/V ring until it ends and so delays
     // the next prefetch, which once made pairs not worth grouping; but at L = 256 the forward is
@@ -233,10 +188,7 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
   s.cta_begin.push_back(0);
   for (const auto& list : per_cta) {
     for (size_t u : list)
-      for (size_t k = 0; k < units[u].count; ++k) {
-        s.tiles.push_back(tiles[units[u].first + k]);
-        if (pair_heads) s.head_pair.push_back(pair[units[u].first + k]);
-      }
+      for (size_t k = 0; k < units[u].count; ++k) s.tiles.push_back(tiles[units[u].first + k]);
     s.cta_begin.push_back(int(s.tiles.size()));
   }
   return s;

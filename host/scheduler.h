@@ -88,22 +88,13 @@ double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n);
 struct CtaSchedule {
   std::vector<WorkTile> tiles;
   std::vector<int> cta_begin;
-  // head_pair[i] (empty without pairs): tiles[i] is a head pair, the last query tile of its
-  // sequence for heads tiles[i].head and tiles[i].head + 1 together (the sm90 forward's kFwdHeadPairs).
-  std::vector<unsigned char> head_pair;
   int ctas() const { return cta_begin.empty() ? 0 : int(cta_begin.size()) - 1; }
 };
 // Units (single tiles, or the KV-sharing groups when resident_blocks > 0) are ordered by the
 // policy exactly as build_forward_tiles orders tiles, then dealt: grid order and longest-first
 // round-robin (what the striding contract gives), zigzag in snake order. num_ctas = min(units, SMs).
-// With pair_heads, a sequence's last query tile that holds at most block_m / 2 rows is listed once
-// per pair of heads (h, h + 1), h even (an odd last head keeps its own); such a tile is a unit of
-// its own and costs what one of the two would.
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, bool pair_heads = false);
-// Whether some sequence's last query tile would be a head pair under pair_heads (Lq mod block_m in
-// 1..block_m / 2, at least two query heads).
-bool some_head_pair(const ProblemDesc& p, int block_m);
+                                   int num_sms, int resident_blocks);
 // Per-CTA sums of tile_cost over a CtaSchedule (max / mean over the CTAs that exist).
 LoadStats cta_load(const CtaSchedule& s);
 

@@ -42,21 +42,10 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The narrow last block only where some sequence's last key block holds 1..64 keys (its second
   // step form costs the others), and only in the kernels that keep their registers with it (the
   // final flags decide that, act mix included).
-  const bool narrow_kernel = sm90::fwd_narrow_keeps_registers(p.dtype, p.activation, p.mask, p.head_dim, f);
   if (o.fwd_flags < 0 &&
-      ((p.batch() > 0 && !some_last_tile_half_empty(p, true, sm90::fwd_block_n(p.head_dim, f))) || !narrow_kernel))
+      ((p.batch() > 0 && !some_last_tile_half_empty(p, true, sm90::fwd_block_n(p.head_dim, f))) ||
+       !sm90::fwd_narrow_keeps_registers(p.dtype, p.activation, p.mask, p.head_dim, f)))
     f &= ~sm90::kFwdNarrowLastBlock;
-  // Head pairs (kFwdHeadPairs) for the last query tiles of 1..64 rows, in the kernels that have
-  // the narrow forms (they run every block of a pair in them), without a mask, with at least two
-  // heads. With an even head count no tile is left with an empty half, so the skip path goes.
-  if (o.fwd_flags < 0 && (f & sm90::kFwdHeadPairs) && empty_half && narrow_kernel && p.mask == kMaskNone &&
-      !o.softmax && p.heads_q >= 2) {
-    f |= sm90::kFwdNarrowLastBlock;
-    if (p.heads_q % 2 == 0) f &= ~sm90::kFwdSkipEmptyHalf;
-  } else if (o.fwd_flags < 0) {
-    f &= ~sm90::kFwdHeadPairs;
-  }
-  if (!sm90::fwd_pairs_heads(f, p.mask)) f &= ~sm90::kFwdHeadPairs;  // the bit would only name a copy
   // The record's register pushed ptxas into 4-12 byte spills in the window-mask kernels (whose
   // bounds live across the steps) and 8 bytes in the softmax variant (its row max and sum); the
   // other masks and dtypes compiled clean with it.
@@ -93,12 +82,10 @@ std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const Cta
       t.m0 = w.block * bm;
       int first = 0, last = 0;
       mask_key_range(p.mask, t.m0, std::min(t.m0 + bm, lq), lq, lk, p.window_left, p.window_right, &first, &last);
-      const bool pair = !s.head_pair.empty() && s.head_pair[size_t(i)];
-      const int kb = pair ? sm90::kFwdPairBlockN : bn;  // a head pair's blocks hold 64 keys of each head
-      const int n0 = last > first ? first / kb : 0, n1 = last > first ? (last + kb - 1) / kb : 0;
+      const int n0 = last > first ? first / bn : 0, n1 = last > first ? (last + bn - 1) / bn : 0;
       t.n_range = n0 | (n1 << 16);
-      t.flags = pair ? sm90::kFwdTileHeadPair | (((w.head + 1) / p.group()) << 16) : 0;
-      if (kv_reuse && i > s.cta_begin[size_t(c)] && !pair && !(r[size_t(i) - 1].flags & sm90::kFwdTileHeadPair)) {
+      t.flags = 0;
+      if (kv_reuse && i > s.cta_begin[size_t(c)]) {
         const sm90::FwdTileRecord& prev = r[size_t(i) - 1];
         const int blocks = n1 - n0;
         if (blocks > 0 && blocks <= sm90::fwd_kv_stages(flags) && prev.n_range == t.n_range && prev.k_row == t.k_row &&
@@ -147,8 +134,8 @@ class Sm90Kernel final : public AttentionKernel {
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
     // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
     const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
-    const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags),
-                                                     opt_.policy, sms_, resident, sm90::fwd_pairs_heads(flags, p.mask));
+    const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), opt_.policy,
+                                                     sms_, resident);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));

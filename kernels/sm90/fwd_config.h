@@ -44,18 +44,9 @@ enum FwdFlags : int {
   // instead, ptxas moves the fields to uniform registers at once and the warp waits for the load
   // (an L2 hit: 225-396 cycles of every tile boundary in the trace).
   kFwdRecordLanes = 1 << 19,
-  // A sequence's last query tile that holds at most 64 rows is not run once per head with one
-  // consumer warpgroup idle (kFwdSkipEmptyHalf), but once per pair of heads (h, h + 1): warpgroup
-  // 0 takes head h's rows, warpgroup 1 the same rows of head h + 1. The two heads have different
-  // K and V, so each K / V slot holds 64 keys of each (rows 0-63 and 64-127) and every block of
-  // such a tile runs narrow (kFwdNarrowLastBlock's m64n64 QK^T, activation over 64 columns, PV over
-  // 64 keys). Both warpgroups see the same keys, so they take the same number of pingpong turns.
-  // Only with kFwdNarrowLastBlock (its step forms) and without a mask (the blocks' key columns are
-  // 64 apart, not BN). fwd_pairs_heads says where the kernel has it.
-  kFwdHeadPairs = 1 << 20,
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
                      kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO | kFwdNarrowLastBlock |
-                     kFwdRecordLanes | kFwdHeadPairs,
+                     kFwdRecordLanes,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled
@@ -136,13 +127,6 @@ GDPA_HD constexpr bool fwd_narrow_keeps_registers(int dtype, int activation, int
          act_mix_of(flags) == 0;
 }
 
-// Whether a kernel with `flags` and `mask` runs head-pair tiles (kFwdHeadPairs): the host pairs
-// tails only where this holds.
-GDPA_HD constexpr bool fwd_pairs_heads(int flags, int mask) {
-  return (flags & kFwdHeadPairs) != 0 && (flags & kFwdNarrowLastBlock) != 0 && mask == kMaskNone &&
-         (flags & (kFwdSoftmax | kFwdThreeConsumers)) == 0;
-}
-
 constexpr int kFwdConsumerWarpgroups = 2;  // the default; kFwdThreeConsumers: 3
 constexpr int kFwdBlockM = 64 * kFwdConsumerWarpgroups;  // 64 query rows per consumer warpgroup
 constexpr int kFwdThreads = 128 * (1 + kFwdConsumerWarpgroups);
@@ -197,13 +181,9 @@ struct FwdTileRecord {
   int heads;    // query head | kv head << 16
   int m0;       // sequence-local first query row of the tile
   int n_range;  // first KV block | one-past-last KV block << 16 (empty range: the tile writes zeros)
-  int flags;    // kFwdTileReusesKv: this tile reads the K/V the previous tile of its CTA left in the ring;
-                // kFwdTileHeadPair: the tile covers heads h and h + 1 (kFwdHeadPairs), the second
-                // head's kv head in bits 16-31, and n_range counts 64-key blocks
+  int flags;    // kFwdTileReusesKv: this tile reads the K/V the previous tile of its CTA left in the ring
 };
 constexpr int kFwdTileReusesKv = 1;
-constexpr int kFwdTileHeadPair = 2;
-constexpr int kFwdPairBlockN = 64;  // keys of each head per block of a head-pair tile
 constexpr int kFwdRecordFields = int(sizeof(FwdTileRecord) / sizeof(int));  // one per lane with kFwdRecordLanes
 static_assert(kFwdRecordFields == 8, "kFwdRecordLanes: lane l of a warp loads field l % 8");
 
