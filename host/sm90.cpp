@@ -19,8 +19,8 @@ namespace gdpa {
 namespace {
 
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
-// multiply before the activation. (Before the head pairs' rule below.)
-int fwd_base_flags(const Sm90Options& o, const ProblemDesc& p) {
+// multiply before the activation.
+int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags & ~o.fwd_flags_drop : o.fwd_flags;
   // The default skips empty halves, and branches before the GEMM batch, only where that measured
   // faster (fwd_config.h); it skips them only where some tile has one: a sequence whose last
@@ -53,32 +53,6 @@ int fwd_base_flags(const Sm90Options& o, const ProblemDesc& p) {
   return f;
 }
 
-// Whether the forward runs head pairs (kFwdHeadPairs) on p: with the default flags, for the last
-// query tiles of 1..64 rows, at least two heads, no mask; by default (head_pairs = -1) only in the
-// kernels whose narrow forms keep their registers (fwd_narrow_keeps_registers: the pairs run only
-// those forms), from a mean Lk of kFwdPairsMinMeanLenK and with an even head count (with an odd
-// one the last head's tails keep the skip path, and with both paths ptxas serialized the kernel's
-// wgmmas, C7511).
-bool fwd_head_pairs(const Sm90Options& o, const ProblemDesc& p, int base_flags) {
-  if (o.fwd_flags >= 0 || o.head_pairs == 0 || o.softmax || !o.fwd_trace.empty() || p.mask != kMaskNone ||
-      p.batch() == 0 || !some_head_pair(p, sm90::kFwdBlockM))
-    return false;
-  return o.head_pairs > 0 ||
-         (sm90::fwd_narrow_keeps_registers(p.dtype, p.activation, p.mask, p.head_dim, base_flags) &&
-          p.total_k() >= int64_t(sm90::kFwdPairsMinMeanLenK) * p.batch() && p.heads_q % 2 == 0);
-}
-
-// The kernel's flags: the base ones, with head pairs where the rule above takes them (then, with
-// an even head count, no other tile has an empty half).
-int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
-  int f = fwd_base_flags(o, p);
-  if (fwd_head_pairs(o, p, f)) {
-    f |= sm90::kFwdHeadPairs;
-    if (p.heads_q % 2 == 0) f &= ~sm90::kFwdSkipEmptyHalf;
-  }
-  return f;
-}
-
 KernelSource fwd_source(const ProblemDesc& p, int flags) {
   KernelSource s;
   s.file = "kernels/sm90/gdpa_fwd.cu";
@@ -91,12 +65,9 @@ KernelSource fwd_source(const ProblemDesc& p, int flags) {
 // Host-side tile records (kernels/sm90/fwd_config.h) for the forward with `flags`: geometry from
 // the offsets and the mask, and (kFwdKvReuse) whether the tile can read the K/V its CTA's previous
 // tile left in the ring (same keys of the same KV head, few enough blocks to stay resident).
-// With `pair`, every tile is a head pair (kFwdHeadPairs): its blocks count 64 keys, it names the
-// second head's KV head, and it shares no K / V.
-std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, int flags,
-                                                 bool pair = false) {
+std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, int flags) {
   const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
-  const bool kv_reuse = (flags & sm90::kFwdKvReuse) != 0 && !pair;
+  const bool kv_reuse = (flags & sm90::kFwdKvReuse) != 0;
   std::vector<sm90::FwdTileRecord> r(s.tiles.size());
   for (int c = 0; c < s.ctas(); ++c) {
     for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
@@ -111,10 +82,9 @@ std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const Cta
       t.m0 = w.block * bm;
       int first = 0, last = 0;
       mask_key_range(p.mask, t.m0, std::min(t.m0 + bm, lq), lq, lk, p.window_left, p.window_right, &first, &last);
-      const int kb = pair ? sm90::kFwdPairBlockN : bn;
-      const int n0 = last > first ? first / kb : 0, n1 = last > first ? (last + kb - 1) / kb : 0;
+      const int n0 = last > first ? first / bn : 0, n1 = last > first ? (last + bn - 1) / bn : 0;
       t.n_range = n0 | (n1 << 16);
-      t.flags = pair ? sm90::kFwdTileHeadPair | (((w.head + 1) / p.group()) << 16) : 0;
+      t.flags = 0;
       if (kv_reuse && i > s.cta_begin[size_t(c)]) {
         const sm90::FwdTileRecord& prev = r[size_t(i) - 1];
         const int blocks = n1 - n0;
@@ -164,28 +134,13 @@ class Sm90Kernel final : public AttentionKernel {
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
     // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
     const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
-    const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
-    const bool pairs = sm90::fwd_pairs_heads(flags, p.mask);
-    const CtaSchedule sched =
-        build_forward_schedule(p, bm, bn, opt_.policy, sms_, resident, pairs ? HeadPairs::kWithout : HeadPairs::kNone);
-    std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, flags);
-    std::vector<int> begin = sched.cta_begin;
-    ctas_ = sched.ctas();
+    const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), opt_.policy,
+                                                     sms_, resident);
     num_tiles_ = int(sched.tiles.size());
-    if (pairs) {
-      // kFwdHeadPairs: each CTA's head pairs before its other tiles, dealt on their own; the
-      // schedule gets the pairs' ends after the other tiles' ranges (gdpa_fwd.cu cta_pair_tiles).
-      const CtaSchedule ps = build_forward_schedule(p, bm, bn, opt_.policy, sms_, 0, HeadPairs::kOnly);
-      const std::vector<sm90::FwdTileRecord> pr = forward_records(p, ps, flags, true);
-      const int ctas = std::max(ctas_, ps.ctas());
-      begin.resize(size_t(ctas) + 1, begin.back());  // CTAs with no other tile
-      for (int c = 0; c < ctas; ++c) begin.push_back(num_tiles_ + (c < ps.ctas() ? ps.cta_begin[size_t(c) + 1] : int(pr.size())));
-      records.insert(records.end(), pr.begin(), pr.end());
-      ctas_ = ctas;
-      num_tiles_ += int(pr.size());
-    }
-    cta_begin_ = DeviceBuffer(begin.size() * sizeof(int));
-    cta_begin_.upload(begin);
+    ctas_ = sched.ctas();
+    cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
+    cta_begin_.upload(sched.cta_begin);
+    const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, flags);
     records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
     if (!records.empty()) records_.upload(records);
     zeros_ = zero_rows_buffer();

@@ -173,10 +173,8 @@ TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and tr
 
 // The forward flags the host picks for a bf16, D = 128 fast_gelu batch of two sequences of
 // lengths len_a and len_b (self-attention), read off the kernel's name ("...,<flags>>").
-// (One head: the head pairs' rule, which needs two, is tested on its own below.)
 static int fwd_flags_for_lengths(int len_a, int len_b, const Sm90Options& opt) {
   ProblemDesc p;
-  p.heads_q = p.heads_kv = 1;
   p.dtype = kBF16;
   p.head_dim = 128;
   p.activation = kFastGelu;
@@ -284,7 +282,6 @@ TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, 
                         {{0, 100, 200}, {0, 300, 600}, false, true}};
   for (const V& v : variants) {
     ProblemDesc p;
-    p.heads_q = p.heads_kv = 1;  // no head pairs (their own test is below)
     p.dtype = kBF16;
     p.head_dim = 128;
     p.activation = kFastGelu;
@@ -308,97 +305,6 @@ TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, 
     REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
     // The narrow QK^T: in both of the step's batches with the whole-batch branch, else in one.
     CHECK(count_of(sass, "HGMMA.64x64x16") == (v.whole_batch ? 16 : 8));
-    CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
-  }
-}
-
-TEST_CASE("sm90 forward runs head pairs by default where tails of 1..64 rows pair up, from kFwdPairsMinMeanLenK") {
-  using namespace sm90;
-  auto flags_of = [](const ProblemDesc& p, const Sm90Options& o) {
-    const std::vector<KernelSource> srcs = sm90_kernel_sources(p, o, false);
-    REQUIRE(srcs.size() == 1);
-    return std::stoi(srcs[0].name_expression.substr(srcs[0].name_expression.rfind(',') + 1));
-  };
-  const int limit = kFwdPairsMinMeanLenK;
-  ProblemDesc p;
-  p.heads_q = p.heads_kv = 4;
-  p.dtype = kBF16;
-  p.head_dim = 128;
-  p.activation = kFastGelu;
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, 128, 384};  // whole tiles only
-  CHECK((flags_of(p, Sm90Options{}) & kFwdHeadPairs) == 0);
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, limit - 150, 2 * limit};  // mean Lk = the limit, a tail of 42 rows
-  const int pairs = flags_of(p, Sm90Options{});
-  CHECK((pairs & kFwdHeadPairs) != 0);
-  CHECK((pairs & kFwdSkipEmptyHalf) == 0);  // four heads: every tail is paired
-  // Without the pairs the kernel is the one it was (the skip path back).
-  Sm90Options no_pairs;
-  no_pairs.head_pairs = 0;
-  CHECK(flags_of(p, no_pairs) == ((pairs & ~kFwdHeadPairs) | kFwdSkipEmptyHalf));
-  // Three heads: no pairs by default; asked for (head_pairs = 1), head 2's tail stays a tile of
-  // its own, on the skip path.
-  Sm90Options always;
-  always.head_pairs = 1;
-  p.heads_q = p.heads_kv = 3;
-  CHECK((flags_of(p, Sm90Options{}) & kFwdHeadPairs) == 0);
-  CHECK((flags_of(p, always) & (kFwdHeadPairs | kFwdSkipEmptyHalf)) == (kFwdHeadPairs | kFwdSkipEmptyHalf));
-  // Below the mean-Lk limit, one head, a mask, softmax, explicit flags: no pairs.
-  p.heads_q = p.heads_kv = 4;
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, limit - 150, 2 * limit - 1};
-  CHECK((flags_of(p, Sm90Options{}) & kFwdHeadPairs) == 0);
-  CHECK((flags_of(p, always) & kFwdHeadPairs) != 0);  // ...unless asked for wherever they can run
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, limit - 150, 2 * limit};
-  ProblemDesc q = p;
-  q.heads_q = q.heads_kv = 1;
-  CHECK((flags_of(q, Sm90Options{}) & kFwdHeadPairs) == 0);
-  q = p;
-  q.mask = kMaskCausal;
-  CHECK((flags_of(q, Sm90Options{}) & kFwdHeadPairs) == 0);
-  CHECK((flags_of(q, always) & kFwdHeadPairs) == 0);
-  Sm90Options softmax, explicit_flags;
-  softmax.softmax = true;
-  explicit_flags.fwd_flags = kFwdDefaultFlags;
-  CHECK((flags_of(p, softmax) & kFwdHeadPairs) == 0);
-  CHECK((flags_of(p, explicit_flags) & kFwdHeadPairs) == 0);
-  // Where the narrow forms do not keep their registers (fwd_narrow_keeps_registers) only on request.
-  q = p;
-  q.head_dim = 64;
-  CHECK((flags_of(q, Sm90Options{}) & kFwdHeadPairs) == 0);
-  CHECK((flags_of(q, always) & kFwdHeadPairs) != 0);
-}
-
-TEST_CASE("sm90 forward with head pairs: no spill or local memory, nothing serialized") {
-  // The two kernels with head pairs the default compiles (bf16, D = 128, fast_gelu, no mask, an
-  // even head count, mean Lk >= kFwdPairsMinMeanLenK, so with the whole-batch branch and without
-  // the skip path): with and without the narrow last key block (a last key block of 1..64 keys).
-  // The pairs' loop (m64n64 QK^T) before the whole tiles' loop, and no wgmma may be serialized.
-  struct V {
-    std::vector<int> q, k;
-    int heads;
-  };
-  const V variants[] = {{{0, 100, 400}, {0, 100, 400}, 4},   // tails of 100 / 44 rows, last key blocks 100 / 44
-                        {{0, 100, 400}, {0, 256, 512}, 2}};  // whole key blocks
-  for (const V& v : variants) {
-    ProblemDesc p;
-    p.heads_q = p.heads_kv = v.heads;
-    p.dtype = kBF16;
-    p.head_dim = 128;
-    p.activation = kFastGelu;
-    p.cu_seqlens_q = v.q;
-    p.cu_seqlens_k = v.k;
-    const std::vector<KernelSource> srcs = sm90_kernel_sources(p, Sm90Options{}, false);
-    REQUIRE(srcs.size() == 1);
-    KernelSource src = srcs[0];
-    CAPTURE(src.name_expression);
-    REQUIRE((std::stoi(src.name_expression.substr(src.name_expression.rfind(',') + 1)) & sm90::kFwdHeadPairs) != 0);
-    src.options.push_back("-Xptxas=-v");
-    const CompiledKernel ck = compile_kernel(src, 90);
-    REQUIRE_MESSAGE(ck.log.find("registers") != std::string::npos, "no ptxas report in: ", ck.log);
-    CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);  // serialized wgmma
-    CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
-    const std::string sass = disassemble(ck.cubin);
-    REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
-    CHECK(count_of(sass, "HGMMA.64x64x16") > 0);
     CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
   }
 }
