@@ -85,12 +85,6 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "dq-follow-always";
     return make_sm90_kernel(o);
   }
-  if (name == "sm90-no-head-pairs" || name == "sm90-head-pairs-always") {  // forward: the pair kernel's rule
-    Sm90Options o;
-    o.head_pairs = name == "sm90-no-head-pairs" ? 0 : 1;
-    o.label = name.substr(5);
-    return make_sm90_kernel(o);
-  }
   if (name == "sm90-unordered-dq") {  // backward: dQ adds in whatever order they come (not bit-reproducible)
     Sm90Options o;
     o.deterministic = false;

@@ -147,45 +147,11 @@ LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
   return s;
 }
 
-namespace {
-
-// Whether sequence b's last query tile is a head pair's (build_forward_schedule's pair_heads).
-bool pairs_last_tile(const ProblemDesc& p, int b, int block_m) {
-  const int lq = p.len_q(b);
-  const int tail = lq - (ceil_div(lq, block_m) - 1) * block_m;
-  return p.heads_q >= 2 && lq > 0 && tail <= block_m / 2;
-}
-
-// build_forward_tiles' grid-order list without the head pairs' tiles (kWithout), or with one tile
-// per pair only (kOnly: the pair's first head).
-std::vector<WorkTile> select_pair_tiles(const std::vector<WorkTile>& tiles, const ProblemDesc& p, int block_m,
-                                        HeadPairs pairs) {
-  std::vector<WorkTile> out;
-  out.reserve(tiles.size());
-  for (const WorkTile& t : tiles) {
-    const int last = ceil_div(p.len_q(t.batch), block_m) - 1;
-    const int first_head = t.head - t.head % 2;
-    const bool paired = t.block == last && first_head + 1 < p.heads_q && pairs_last_tile(p, t.batch, block_m);
-    if (pairs == HeadPairs::kWithout && !paired) out.push_back(t);
-    if (pairs == HeadPairs::kOnly && paired && t.head == first_head) out.push_back(t);
-  }
-  return out;
-}
-
-}  // namespace
-
-bool some_head_pair(const ProblemDesc& p, int block_m) {
-  for (int b = 0; b < p.batch(); ++b)
-    if (pairs_last_tile(p, b, block_m)) return true;
-  return false;
-}
-
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, HeadPairs pairs) {
+                                   int num_sms, int resident_blocks) {
   // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
   // adjacent and in increasing block order.
-  std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
-  if (pairs != HeadPairs::kNone) tiles = select_pair_tiles(tiles, p, block_m, pairs);
+  const std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
   struct Unit {
     size_t first, count;
     long long cost;
@@ -193,8 +159,7 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
   std::vector<Unit> units;
   for (size_t i = 0; i < tiles.size();) {
     size_t j = i + 1;
-    const bool resident =
-        resident_blocks > 0 && tiles[i].work > 0 && tiles[i].work <= resident_blocks && pairs != HeadPairs::kOnly;
+    const bool resident = resident_blocks > 0 && tiles[i].work > 0 && tiles[i].work <= resident_blocks;
     // Only tiles that visit exactly the same KV blocks can share them; with no mask every query
     // tile of a sequence does, under a mask the ranges differ and the group splits.
     while (resident && j < tiles.size() && tiles[j].batch == tiles[i].batch && tiles[j].head == tiles[i].head &&

@@ -93,16 +93,8 @@ struct CtaSchedule {
 // Units (single tiles, or the KV-sharing groups when resident_blocks > 0) are ordered by the
 // policy exactly as build_forward_tiles orders tiles, then dealt: grid order and longest-first
 // round-robin (what the striding contract gives), zigzag in snake order. num_ctas = min(units, SMs).
-//
-// Head pairs (the sm90 forward's pair kernel): a sequence's last query tile that holds at most
-// block_m / 2 rows, for heads h and h + 1 together (h even; an odd last head keeps its own tile).
-// kWithout lists every tile but those; kOnly lists only the pairs, one tile (head h) per pair.
-enum class HeadPairs { kNone, kWithout, kOnly };
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, HeadPairs pairs = HeadPairs::kNone);
-// Whether some sequence's last query tile is a head pair's (Lq mod block_m in 1..block_m / 2, at
-// least two query heads).
-bool some_head_pair(const ProblemDesc& p, int block_m);
+                                   int num_sms, int resident_blocks);
 // Per-CTA sums of tile_cost over a CtaSchedule (max / mean over the CTAs that exist).
 LoadStats cta_load(const CtaSchedule& s);
 

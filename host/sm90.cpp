@@ -4,7 +4,6 @@
 #include "sm90.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "../kernels/common/masks.cuh"
@@ -20,8 +19,8 @@ namespace gdpa {
 namespace {
 
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
-// multiply before the activation. (The main kernel's, before the pair kernel's rule below.)
-int fwd_base_flags(const Sm90Options& o, const ProblemDesc& p) {
+// multiply before the activation.
+int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags & ~o.fwd_flags_drop : o.fwd_flags;
   // The default skips empty halves, and branches before the GEMM batch, only where that measured
   // faster (fwd_config.h); it skips them only where some tile has one: a sequence whose last
@@ -54,35 +53,7 @@ int fwd_base_flags(const Sm90Options& o, const ProblemDesc& p) {
   return f;
 }
 
-// The pair kernel's flags (kFwdHeadPairs), 0 where it does not run: with the default flags, for
-// the last query tiles of 1..64 rows, at least two heads, no mask; by default (head_pairs = -1)
-// only in the kernels whose narrow forms keep their registers (fwd_narrow_keeps_registers: the
-// pair kernel has only those forms) and from a mean Lk of kFwdPairsMinMeanLenK. Its flags are the
-// main kernel's, less what only whole tiles use.
-int fwd_pair_flags_of(const Sm90Options& o, const ProblemDesc& p) {
-  if (o.fwd_flags >= 0 || o.head_pairs == 0 || o.softmax || !o.fwd_trace.empty() || p.mask != kMaskNone ||
-      p.batch() == 0 || !some_head_pair(p, sm90::kFwdBlockM))
-    return 0;
-  const int base = fwd_base_flags(o, p);
-  if (o.head_pairs < 0 && (!sm90::fwd_narrow_keeps_registers(p.dtype, p.activation, p.mask, p.head_dim, base) ||
-                           p.total_k() < int64_t(sm90::kFwdPairsMinMeanLenK) * p.batch()))
-    return 0;
-  return (base & ~(sm90::kFwdSkipEmptyHalf | sm90::kFwdNarrowLastBlock)) | sm90::kFwdHeadPairs;
-}
-
-// The main kernel's flags: with the pair kernel behind it, it lets that one start on the SMs it
-// frees, and with an even head count no tile of its own has an empty half.
-int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
-  int f = fwd_base_flags(o, p);
-  if (fwd_pair_flags_of(o, p) != 0) {
-    f |= sm90::kFwdPairsFollow;
-    if (p.heads_q % 2 == 0) f &= ~sm90::kFwdSkipEmptyHalf;
-  }
-  return f;
-}
-
 KernelSource fwd_source(const ProblemDesc& p, int flags) {
-  // (the pair kernel is the same template with kFwdHeadPairs)
   KernelSource s;
   s.file = "kernels/sm90/gdpa_fwd.cu";
   s.name_expression = "gdpa::sm90::gdpa_fwd<" + std::to_string(int(p.dtype)) + "," + std::to_string(p.head_dim) +
@@ -94,12 +65,9 @@ KernelSource fwd_source(const ProblemDesc& p, int flags) {
 // Host-side tile records (kernels/sm90/fwd_config.h) for the forward with `flags`: geometry from
 // the offsets and the mask, and (kFwdKvReuse) whether the tile can read the K/V its CTA's previous
 // tile left in the ring (same keys of the same KV head, few enough blocks to stay resident).
-// The pair kernel's tiles (every one a head pair) count 64-key blocks and name the second head's
-// KV head; they share no K / V.
 std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const CtaSchedule& s, int flags) {
   const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
-  const bool pair = sm90::fwd_pairs_heads(flags, p.mask);
-  const bool kv_reuse = (flags & sm90::kFwdKvReuse) != 0 && !pair;
+  const bool kv_reuse = (flags & sm90::kFwdKvReuse) != 0;
   std::vector<sm90::FwdTileRecord> r(s.tiles.size());
   for (int c = 0; c < s.ctas(); ++c) {
     for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
@@ -114,10 +82,9 @@ std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const Cta
       t.m0 = w.block * bm;
       int first = 0, last = 0;
       mask_key_range(p.mask, t.m0, std::min(t.m0 + bm, lq), lq, lk, p.window_left, p.window_right, &first, &last);
-      const int kb = pair ? sm90::kFwdPairBlockN : bn;
-      const int n0 = last > first ? first / kb : 0, n1 = last > first ? (last + kb - 1) / kb : 0;
+      const int n0 = last > first ? first / bn : 0, n1 = last > first ? (last + bn - 1) / bn : 0;
       t.n_range = n0 | (n1 << 16);
-      t.flags = pair ? sm90::kFwdTileHeadPair | (((w.head + 1) / p.group()) << 16) : 0;
+      t.flags = 0;
       if (kv_reuse && i > s.cta_begin[size_t(c)]) {
         const sm90::FwdTileRecord& prev = r[size_t(i) - 1];
         const int blocks = n1 - n0;
@@ -162,24 +129,20 @@ class Sm90Kernel final : public AttentionKernel {
   void prepare(const ProblemDesc& p, const DeviceInfo& dev, bool backward) override {
     desc_ = p;
     sms_ = dev.sm_count;
-    const int flags = fwd_flags_of(opt_, p), pair_flags = fwd_pair_flags_of(opt_, p);
-    // With the pair kernel, the two run side by side from the start on SMs split in proportion to
-    // their work (tile_cost: key blocks; a head pair's 64-key narrow blocks cost about half a
-    // whole one each, probe-narrow-*, so a pair costs what one of its heads' tiles would).
-    int pair_sms = 0;
-    if (pair_flags) {
-      const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
-      auto work = [&](HeadPairs which) {
-        double w = 0;
-        for (const WorkTile& t : build_forward_schedule(p, bm, bn, opt_.policy, sms_, 0, which).tiles) w += tile_cost(t);
-        return w;
-      };
-      const double wp = work(HeadPairs::kOnly), wm = work(HeadPairs::kWithout);
-      pair_sms = std::clamp(int(std::lround(sms_ * wp / (wp + wm))), 1, sms_ - 1);
-    }
-    main_.prepare(p, flags, opt_.policy, sms_ - pair_sms, pair_flags ? HeadPairs::kWithout : HeadPairs::kNone);
-    pairs_ = FwdLaunch{};
-    if (pair_flags) pairs_.prepare(p, pair_flags, opt_.policy, pair_sms, HeadPairs::kOnly);
+    const int flags = fwd_flags_of(opt_, p);
+    const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
+    fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
+    // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
+    const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
+    const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), opt_.policy,
+                                                     sms_, resident);
+    num_tiles_ = int(sched.tiles.size());
+    ctas_ = sched.ctas();
+    cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
+    cta_begin_.upload(sched.cta_begin);
+    const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, flags);
+    records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
+    if (!records.empty()) records_.upload(records);
     zeros_ = zero_rows_buffer();
     smem_ = size_t(sm90::fwd_smem_request(p.head_dim, flags));
     threads_ = sm90::fwd_threads(flags);
@@ -196,7 +159,7 @@ class Sm90Kernel final : public AttentionKernel {
   }
 
   void forward(const DeviceTensors& t, CUstream stream) override {
-    if (main_.num_tiles == 0 && pairs_.num_tiles == 0) return;  // every sequence has Lq = 0: nothing to write
+    if (num_tiles_ == 0) return;  // every sequence has Lq = 0: nothing to write
     require_16_byte_aligned(t, false, "sm90 forward");
     const ProblemDesc& p = desc_;
     GdpaParams params = make_params(p, t);
@@ -210,22 +173,16 @@ class Sm90Kernel final : public AttentionKernel {
     CUtensorMap tm_v = make_tensor_map_jagged(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, box);
     // O is stored 64 rows (one consumer warpgroup's block) x 64 columns at a time (gdpa_fwd.cu).
     CUtensorMap tm_o = make_tensor_map_3d(t.out, p.dtype, p.total_q(), p.heads_q, p.head_dim, 64);
+    params.num_tiles = num_tiles_;  // the kernel reads the tile records, not params.tiles
+    params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
+    params.tile_records = reinterpret_cast<const void*>(records_.ptr());
     if (trace_.on()) params.trace = trace_.arm(stream);
-    // The pair kernel behind the main one, on the SMs its grid leaves (kFwdPairsFollow): the two
-    // run side by side.
-    for (FwdLaunch* l : {&main_, &pairs_}) {
-      if (l->num_tiles == 0) continue;
-      params.num_tiles = l->num_tiles;  // the kernel reads the tile records, not params.tiles
-      params.cta_tile_begin = reinterpret_cast<const int*>(l->cta_begin.ptr());
-      params.tile_records = reinterpret_cast<const void*>(l->records.ptr());
-      LaunchShape shape;
-      shape.grid[0] = unsigned(l->ctas);
-      shape.block[0] = unsigned(threads_);
-      shape.dynamic_smem = smem_;
-      shape.programmatic = l == &pairs_ && main_.num_tiles > 0;
-      void* args[] = {&tm_q, &tm_k, &tm_v, &tm_o, &params};
-      launch(l->module->function(), shape, stream, args);
-    }
+    LaunchShape shape;
+    shape.grid[0] = unsigned(ctas_);
+    shape.block[0] = unsigned(threads_);
+    shape.dynamic_smem = smem_;
+    void* args[] = {&tm_q, &tm_k, &tm_v, &tm_o, &params};
+    launch(fwd_module_->function(), shape, stream, args);
     if (trace_.on()) trace_.save(stream);
   }
 
@@ -238,30 +195,9 @@ class Sm90Kernel final : public AttentionKernel {
   Sm90Options opt_;
   ProblemDesc desc_;
   int sms_ = 0;
-  // One forward kernel's launch: the main kernel, or the pair kernel (kFwdHeadPairs) for its tiles.
-  struct FwdLaunch {
-    std::unique_ptr<Module> module;
-    DeviceBuffer cta_begin, records;
-    int num_tiles = 0, ctas = 0;
-    void prepare(const ProblemDesc& p, int flags, SchedulePolicy policy, int sms, HeadPairs pairs) {
-      const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
-      module = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-      // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
-      const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
-      const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags),
-                                                       policy, sms, resident, pairs);
-      num_tiles = int(sched.tiles.size());
-      ctas = sched.ctas();
-      cta_begin = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
-      cta_begin.upload(sched.cta_begin);
-      const std::vector<sm90::FwdTileRecord> r = forward_records(p, sched, flags);
-      records = DeviceBuffer(r.empty() ? 32 : r.size() * sizeof(sm90::FwdTileRecord));
-      if (!r.empty()) records.upload(r);
-    }
-  };
-  FwdLaunch main_, pairs_;
-  DeviceBuffer zeros_;
-  int threads_ = 0;
+  std::unique_ptr<Module> fwd_module_;
+  DeviceBuffer cta_begin_, records_, zeros_;
+  int num_tiles_ = 0, ctas_ = 0, threads_ = 0;
   size_t smem_ = 0;
   TraceBuffer trace_;  // kFwdTrace only
   std::unique_ptr<Sm90Backward> bwd_;
@@ -302,7 +238,6 @@ int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, b
 
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {
   std::vector<KernelSource> v{fwd_source(p, fwd_flags_of(opt, p))};
-  if (const int pairs = fwd_pair_flags_of(opt, p)) v.push_back(fwd_source(p, pairs));
   if (backward && !opt.softmax) {
     for (auto& s : sm90_backward_sources(p, opt)) v.push_back(s);
   }

@@ -33,10 +33,6 @@ struct Sm90Options {
   // Backward with kBwdDqFollow: SMs left out of the persistent grid for the dQ follower; 0 = the
   // default rule (host/sm90_bwd.cpp sm90_bwd_follow_sms).
   int dq_follow_sms = 0;
-  // Forward: the pair kernel for the last query tiles of 1..64 rows (kFwdHeadPairs); -1 = the
-  // default rule (sm90.cpp fwd_pair_flags_of), 0 = never, 1 = wherever it can run (also where its
-  // narrow forms serialize their wgmmas for want of registers: fp16, D = 64, other activations).
-  int head_pairs = -1;
   std::string label;           // name() suffix for ablation variants, e.g. "no-pingpong"
   // Backward profiling (kBwdTrace, kernels/sm90/trace.cuh): after every backward the launcher
   // waits for it and writes the first CTAs' event trace to this .npy file. Empty: no trace, unless

@@ -27,11 +27,6 @@ __device__ __forceinline__ void griddepcontrol_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-// Programmatic dependent launch: wait until the grids this one was launched behind have completed
-// and their memory operations are visible. At the end of a dependent grid it also keeps the grid
-// from completing before them, so that work behind it in the stream sees their results too.
-__device__ __forceinline__ void griddepcontrol_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
 // The device-wide nanosecond timer (the same clock on every SM, unlike clock64's cycle counter), for
 // event traces that compare CTAs on different SMs.
 __device__ __forceinline__ unsigned long long global_timer_ns() {

@@ -47,21 +47,6 @@ enum FwdFlags : int {
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
                      kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO | kFwdNarrowLastBlock |
                      kFwdRecordLanes,
-  // Not an ablation bit but a second kernel (the host's rule: sm90.cpp fwd_pair_flags_of). A
-  // sequence's last query tile of at most 64 rows is not run once per head with one consumer
-  // warpgroup idle (kFwdSkipEmptyHalf), but once per pair of heads (h, h + 1) by the pair kernel:
-  // warpgroup 0 takes head h's rows, warpgroup 1 the same rows of head h + 1. The two heads have
-  // different K and V, so each K / V slot holds 64 keys of each (rows 0-63 and 64-127) and every
-  // block runs narrow (m64n64 QK^T, activation over 64 columns, PV over 64 keys); both warpgroups
-  // see the same keys, so they take the same number of pingpong turns. A kernel of its own
-  // because its step forms cost the whole-tile steps 4-6 % where no tile is a pair when they
-  // shared one (PERF_NOTES, thirtieth session). Only without a mask (its blocks' key columns are
-  // 64 apart, not BN).
-  kFwdHeadPairs = 1 << 20,
-  // The main kernel when the pair kernel follows it: each CTA allows the pair kernel's launch at
-  // its start (griddepcontrol.launch_dependents), so the pair CTAs take the SMs the main grid
-  // leaves them (host/sm90.cpp splits the SMs by work) and both kernels run side by side.
-  kFwdPairsFollow = 1 << 21,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled
@@ -81,8 +66,7 @@ enum FwdFlags : int {
   // leaves room for a ring of four 64-key K/V stages. Experimental.
   kFwdThreeConsumers = 32768,
   // Every bit a caller may set (the act mix's bits, act_mix.h, are chosen by the host).
-  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers | kFwdHeadPairs |
-                 kFwdPairsFollow,
+  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers,
 };
 
 // ---- kFwdTrace: the events a consumer warpgroup records (step = the key block's index in its tile)
@@ -115,11 +99,6 @@ constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); 
 // 3-4 % (twenty-first session, three interleaved rounds, `ab-l512-*`; 0.996-1.004x at L = 256).
 constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
 
-// The pair kernel (kFwdHeadPairs) by default only from this mean key length: at L = 256 the
-// forward is bound by L2 traffic, and a pair's tile shares no K / V with the sequence's other
-// tiles (PERF_NOTES, thirtieth session).
-constexpr int kFwdPairsMinMeanLenK = 192;
-
 // kFwdWholeBatchBranch by default only from this mean key length. Measured against the same kernel
 // without it (seventeenth session, explicit flags, three interleaved rounds): 1.04-1.05x self s = 1
 // L = 2048, 1.04x L = 1024, 1.01x L = 512, 1.04x s = 0.5 L = 2048, 1.02-1.03x L = 1024 (mean Lk
@@ -146,11 +125,6 @@ GDPA_HD constexpr bool fwd_narrow_keeps_registers(int dtype, int activation, int
   return dtype == kBF16 && head_dim == 128 && activation == kFastGelu && mask == kMaskNone &&
          (flags & kFwdUnitLogitScale) != 0 && (flags & kFwdPingpong) != 0 && (flags & kFwdOuterPipeline) != 0 &&
          act_mix_of(flags) == 0;
-}
-
-// Whether a kernel with `flags` and `mask` is the pair kernel (kFwdHeadPairs).
-GDPA_HD constexpr bool fwd_pairs_heads(int flags, int mask) {
-  return (flags & kFwdHeadPairs) != 0 && mask == kMaskNone && (flags & (kFwdSoftmax | kFwdThreeConsumers)) == 0;
 }
 
 constexpr int kFwdConsumerWarpgroups = 2;  // the default; kFwdThreeConsumers: 3
@@ -207,13 +181,9 @@ struct FwdTileRecord {
   int heads;    // query head | kv head << 16
   int m0;       // sequence-local first query row of the tile
   int n_range;  // first KV block | one-past-last KV block << 16 (empty range: the tile writes zeros)
-  int flags;    // kFwdTileReusesKv: this tile reads the K/V the previous tile of its CTA left in the ring;
-                // kFwdTileHeadPair: the tile covers heads h and h + 1 (the pair kernel's), the
-                // second head's kv head in bits 16-31, and n_range counts 64-key blocks
+  int flags;    // kFwdTileReusesKv: this tile reads the K/V the previous tile of its CTA left in the ring
 };
 constexpr int kFwdTileReusesKv = 1;
-constexpr int kFwdTileHeadPair = 2;
-constexpr int kFwdPairBlockN = 64;  // keys of each head per block of a head-pair tile
 constexpr int kFwdRecordFields = int(sizeof(FwdTileRecord) / sizeof(int));  // one per lane with kFwdRecordLanes
 static_assert(kFwdRecordFields == 8, "kFwdRecordLanes: lane l of a warp loads field l % 8");
 

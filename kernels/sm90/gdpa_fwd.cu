@@ -71,8 +71,6 @@ struct FwdTile : FwdTileRecord {
   __device__ int n_end() const { return n_range >> 16; }
   __device__ bool empty() const { return n_end() <= n_begin(); }
   __device__ bool reuses_kv() const { return (flags & kFwdTileReusesKv) != 0; }
-  __device__ bool head_pair() const { return (flags & kFwdTileHeadPair) != 0; }
-  __device__ int pair_kv_head() const { return flags >> 16; }  // kv head of head() + 1 in a head pair
 };
 
 __device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
@@ -153,7 +151,6 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
   constexpr int ST = fwd_kv_stages(FLAGS);
   constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
-  constexpr bool kPairs = fwd_pairs_heads(FLAGS, MASK);
   auto* bars = reinterpret_cast<FwdBarriers<FLAGS>*>(smem + plan.bar_off);
   int q_count = 0, kv_count = 0;  // Q tiles and K/V blocks loaded so far (the consumers count the same)
   int it, end, stride;
@@ -162,34 +159,6 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
     const FwdTile t = fwd_tile(p, it);
     if (t.empty()) continue;
     const bool reuse = kReuse && t.reuses_kv();
-    if constexpr (kPairs) {
-      // Head pairs (kFwdHeadPairs): box 0 of every slot holds head h's rows, box 1 head h + 1's.
-      const int s = q_count % QS;
-      const int q_end = t.q_row - t.m0 + t.len_q;
-      producer_acquire(bars->q[s], unsigned(q_count / QS) & 1u, load_bytes<D>(2));
-      for (int h = 0; h < 2; ++h)
-        load_jagged_box<D, BM, kFwdLoadRows>(smem + plan.q_off + s * plan.q_bytes, h, tm_q, &bars->q[s].full,
-                                             t.head() + h, t.q_row, q_end, p.load_window_q, p.zero_rows,
-                                             ptx::kEvictFirst);
-      ++q_count;
-      const int key_end = t.k_row + t.len_k;
-      for (int n = t.n_begin(); n < t.n_end(); ++n, ++kv_count) {
-        const int slot = kv_count % ST;
-        const unsigned phase = unsigned(kv_count / ST) & 1u;
-        const int key_row = t.k_row + n * kFwdPairBlockN;
-        producer_acquire(bars->k[slot], phase, load_bytes<D>(2));
-        for (int h = 0; h < 2; ++h)
-          load_jagged_box<D, BN, kFwdLoadRows>(smem + plan.k_off + slot * plan.kv_bytes, h, tm_k, &bars->k[slot].full,
-                                               h ? t.pair_kv_head() : t.kv_head(), key_row, key_end,
-                                               p.load_window_k, p.zero_rows, ptx::kEvictLast);
-        producer_acquire(bars->v[slot], phase, load_bytes<D>(2));
-        for (int h = 0; h < 2; ++h)
-          load_jagged_box<D, BN, kFwdLoadRows>(smem + plan.v_off + slot * plan.kv_bytes, h, tm_v, &bars->v[slot].full,
-                                               h ? t.pair_kv_head() : t.kv_head(), key_row, key_end,
-                                               p.load_window_k, p.zero_rows, ptx::kEvictLast);
-      }
-      continue;  // (the pair kernel has no other tiles)
-    }
     {
       const int s = q_count % QS;
       // A query tile past its sequence's end skips its empty 64-row half: those rows' results are
@@ -313,10 +282,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kStmatrix = (FLAGS & kFwdStmatrixO) != 0;
   constexpr bool kNarrow = (FLAGS & kFwdNarrowLastBlock) != 0;
   constexpr bool kLanes = (FLAGS & kFwdRecordLanes) != 0;
-  constexpr bool kPairs = fwd_pairs_heads(FLAGS, MASK);
   static_assert(!(kNarrow && kSoftmax), "the softmax variant masks keys past the end in whole blocks");
-  static_assert(!kPairs || BN == 2 * kFwdPairBlockN, "a head pair's slot holds two heads' 64-key blocks");
-  static_assert(!kPairs || !kSoftmax, "the pair kernel is GDPA's");
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
@@ -371,17 +337,10 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     }
     const bool next_reuse = kReuse && have_next && nxt.reuses_kv();
     trace(kFtTileStart, 0);
-    // The pair kernel (kFwdHeadPairs): both warpgroups take the tile's rows, warpgroup cw of head
-    // head() + cw, reading its keys from rows 64 * cw.. of each K / V slot (kv_off).
-    const int wg_row = kPairs ? 0 : 64 * cw;  // this warpgroup's first row in the tile
-    // (the head decoded where it is used, as the fields are: kept across the tile, its register
-    // was enough to make ptxas serialize one narrow-last-block kernel's wgmmas, C7511)
-    auto wg_head = [&] { return cur.head() + (kPairs ? cw : 0); };
-    constexpr unsigned kv_off = kPairs ? unsigned(64 * kSw128RowBytes) : 0u;  // times cw, below
-    const int row0 = cur.m0 + wg_row;  // sequence-local row of this warpgroup's fragment row 0
+    const int row0 = cur.m0 + 64 * cw;  // sequence-local row of this warpgroup's fragment row 0
     // Where this warpgroup's 64 output rows go; computed where used, not held through the loop.
     auto out_rows = [&]() {
-      return static_cast<unsigned short*>(p.out) + (long long)(cur.q_row + wg_row) * row_stride + wg_head() * D;
+      return static_cast<unsigned short*>(p.out) + (long long)(cur.q_row + 64 * cw) * row_stride + cur.head() * D;
     };
 
     if (cur.empty()) {  // no visible key (Lk = 0 or a window that misses the tile): O = 0
@@ -438,7 +397,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     // activation or the store; only the next tile's first QK^T is issued in the last turn, as the
     // outer pipeline does. A separate path rather than conditions inside the busy one: predicated
     // wgmma issues in the steady-state loop cost 2-11 % at s = 1, where no tile is ever idle.
-    if (!kPairs && kSkipEmpty && row0 >= cur.len_q) {
+    if (kSkipEmpty && row0 >= cur.len_q) {
       if (!first_s_in_flight) {
         wait_first_turn();
         FwdTurns<FLAGS>::pass(cw);
@@ -463,11 +422,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       wait_last_turn();
       if (prefetch) {
         ptx::wgmma_fence();
-        if constexpr (kPairs)
-          issue_qk<DTYPE, D, BN / 2, kFwdBlockM, BN>(leading<BN / 4>(s_acc), q_tile(q_count + 1), 64 * cw,
-                                                     k_tile(next_kvb) + unsigned(cw) * kv_off);
-        else
-          issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
+        issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
         ptx::wgmma_commit();
       }
       FwdTurns<FLAGS>::pass(cw);
@@ -485,11 +440,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     if (!first_s_in_flight) {
       wait_first_turn();
       ptx::wgmma_fence();
-      if constexpr (kPairs)
-        issue_qk<DTYPE, D, BN / 2, kFwdBlockM, BN>(leading<BN / 4>(s_acc), q_addr, 64 * cw,
-                                                   k_tile(kvb) + unsigned(cw) * kv_off);
-      else
-        issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kvb));
+      issue_qk<DTYPE, D, BN>(s_acc, q_addr, 64 * cw, k_tile(kvb));
       ptx::wgmma_commit();
       FwdTurns<FLAGS>::pass(cw);
       trace(kFtIssued, 0);
@@ -503,9 +454,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       softmax_rows_init(rows);
       softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
     } else {
-      constexpr int N0 = kPairs ? BN / 2 : BN;  // keys of block 0
-      activate_block<DTYPE, ACT, MASK, N0, kUnit, kMix, kTwice>(leading<N0 / 2>(s_acc), leading<N0 / 4>(p_a),
-                                                                cur.n_begin() * BN, row0, cur, p, f);
+      activate_block<DTYPE, ACT, MASK, BN, kUnit, kMix, kTwice>(s_acc, p_a, cur.n_begin() * BN, row0, cur, p, f);
     }
     trace(kFtActDone, 0);
 
@@ -517,21 +466,15 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     // then the leading half of p_out. p_in and p_out are P's unsigned[BN / 4] arrays, taken as
     // auto&: a generic lambda with array-reference parameters of that bound crashed nvcc 13.0's
     // cicc (segmentation fault).
-    // PAIR (a head pair's steps, kFwdHeadPairs): P_{j-1} is narrow too, its PV over the 64 keys
-    // of this warpgroup's head, and both products read the slots from row kv_off on.
-    auto step = [&](auto narrow_tag, auto pair_tag, int j, auto& p_in_all, auto& p_out_all, bool acc) {
-      constexpr bool PAIR = decltype(pair_tag)::value;
-      constexpr int NS = decltype(narrow_tag)::value || PAIR ? BN / 2 : BN;  // keys of S_j
-      constexpr int NP = PAIR ? BN / 2 : BN;                                   // keys of P_{j-1}
+    auto step = [&](auto narrow_tag, int j, auto& p_in, auto& p_out_all, bool acc) {
+      constexpr int NS = decltype(narrow_tag)::value ? BN / 2 : BN;  // keys of S_j
       float(&s)[NS / 2] = leading<NS / 2>(s_acc);
       unsigned(&p_out)[NS / 4] = leading<NS / 4>(p_out_all);
-      unsigned(&p_in)[NP / 4] = leading<NP / 4>(p_in_all);
-      const unsigned off = PAIR ? unsigned(cw) * kv_off : 0u;
       const int kj = kvb + j, vj = kvb + j - 1;
       wait_step_turn(j);
       auto issue_s = [&] {
         ptx::wgmma_fence();
-        issue_qk<DTYPE, D, NS, kFwdBlockM, BN>(s, q_addr, 64 * cw, k_tile(kj) + off);
+        issue_qk<DTYPE, D, NS, kFwdBlockM, BN>(s, q_addr, 64 * cw, k_tile(kj));
         ptx::wgmma_commit();
         trace(kFtQkIssued, j);
         if constexpr (!kOverlap) {  // ablation: finish S before the PV GEMM starts
@@ -543,15 +486,15 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       // HGMMA.64x8 to close the group again.
       if (kWholeBatch && acc) {
         issue_s();
-        issue_pv<DTYPE, D, NP, true, BN>(o_acc, p_in, v_tile(vj) + off);
+        issue_pv<DTYPE, D, BN, true>(o_acc, p_in, v_tile(vj));
         ptx::wgmma_commit();
       } else if (kWholeBatch) {
         issue_s();
-        issue_pv<DTYPE, D, NP, false, BN>(o_acc, p_in, v_tile(vj) + off);
+        issue_pv<DTYPE, D, BN, false>(o_acc, p_in, v_tile(vj));
         ptx::wgmma_commit();
       } else {
         issue_s();
-        issue_pv<DTYPE, D, NP, BN>(o_acc, p_in, v_tile(vj) + off, acc);
+        issue_pv<DTYPE, D, BN>(o_acc, p_in, v_tile(vj), acc);
         ptx::wgmma_commit();
       }
       FwdTurns<FLAGS>::pass(cw);
@@ -570,7 +513,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
         activate_block<DTYPE, ACT, MASK, NS, kUnit, kMix, kTwice>(s, p_out, (cur.n_begin() + j) * BN, row0, cur, p, f);
       trace(kFtActDone, j);
       ptx::wgmma_wait<0>();
-      ptx::fence_operand(p_in_all);
+      ptx::fence_operand(p_in);
       ptx::fence_operand(o_acc);
       trace(kFtPvDone, j);
       // Softmax: O so far is relative to the previous row max; bring it to the new one before the
@@ -592,14 +535,10 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       // sequences after the fence): in any form that fixes it before the fence, ptxas flags the
       // epilogue's reads of O (under the next tile's QK^T) and serializes every wgmma (C7514).
       ptx::wgmma_fence();
-      issue_pv<DTYPE, D, NP, BN>(o_acc, p_last, v_tile(vj) + unsigned(cw) * kv_off, nblocks > 1);
+      issue_pv<DTYPE, D, NP, BN>(o_acc, p_last, v_tile(vj), nblocks > 1);
       ptx::wgmma_commit();
       if (prefetch) {
-        if constexpr (kPairs)
-          issue_qk<DTYPE, D, BN / 2, kFwdBlockM, BN>(leading<BN / 4>(s_acc), q_tile(q_count + 1), 64 * cw,
-                                                     k_tile(next_kvb) + unsigned(cw) * kv_off);
-        else
-          issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
+        issue_qk<DTYPE, D, BN>(s_acc, q_tile(q_count + 1), 64 * cw, k_tile(next_kvb));
         ptx::wgmma_commit();
       }
       FwdTurns<FLAGS>::pass(cw);
@@ -614,8 +553,8 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-      store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, wg_head(),
-                                               cur.q_row + wg_row, out_rows(), row_stride, cur.len_q - row0,
+      store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
+                                               cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0,
                                                kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f,
                                                int(threadIdx.x) - 128 * (cw + 1), kBarEpilogueBase + cw);
       trace(kFtEpilogueEnd, nblocks);
@@ -626,27 +565,14 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     using Wide = BoolConstant<false>;  // the step and finish forms (bool_constant.h)
     using Narrow = BoolConstant<true>;
     bool prefetched;
-    if constexpr (kPairs) {
-      // The pair kernel (kFwdHeadPairs): every block narrow, P alternating as in the whole steps.
+    if constexpr (!kNarrow) {
       int j = 1;
       for (; j + 1 < nblocks; j += 2) {
-        step(Narrow{}, Narrow{}, j, p_a, p_b, j > 1);
-        step(Narrow{}, Narrow{}, j + 1, p_b, p_a, true);
+        step(Wide{}, j, p_a, p_b, j > 1);
+        step(Wide{}, j + 1, p_b, p_a, true);
       }
       if (j < nblocks) {
-        step(Narrow{}, Narrow{}, j, p_a, p_b, j > 1);
-        prefetched = finish(Narrow{}, p_b);
-      } else {
-        prefetched = finish(Narrow{}, p_a);
-      }
-    } else if constexpr (!kNarrow) {
-      int j = 1;
-      for (; j + 1 < nblocks; j += 2) {
-        step(Wide{}, Wide{}, j, p_a, p_b, j > 1);
-        step(Wide{}, Wide{}, j + 1, p_b, p_a, true);
-      }
-      if (j < nblocks) {
-        step(Wide{}, Wide{}, j, p_a, p_b, j > 1);
+        step(Wide{}, j, p_a, p_b, j > 1);
         prefetched = finish(Wide{}, p_b);
       } else {
         prefetched = finish(Wide{}, p_a);
@@ -661,12 +587,12 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       const int wide_end = narrow ? nblocks - 1 : nblocks;  // steps j < wide_end are whole
       int j = 1;
       for (; j + 1 < wide_end; j += 2) {
-        step(Wide{}, Wide{}, j, p_a, p_b, j > 1);
-        step(Wide{}, Wide{}, j + 1, p_b, p_a, true);
+        step(Wide{}, j, p_a, p_b, j > 1);
+        step(Wide{}, j + 1, p_b, p_a, true);
       }
       const bool in_b = j < wide_end;  // one whole step left: it writes p_b
       if (in_b) {
-        step(Wide{}, Wide{}, j, p_a, p_b, j > 1);
+        step(Wide{}, j, p_a, p_b, j > 1);
         ++j;
       }
       if (narrow) {
@@ -674,7 +600,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
 #pragma unroll
           for (int i = 0; i < BN / 4; ++i) p_a[i] = p_b[i];
         }
-        step(Narrow{}, Wide{}, j, p_a, p_b, j > 1);
+        step(Narrow{}, j, p_a, p_b, j > 1);
         prefetched = finish(Narrow{}, p_b);
       } else {
         prefetched = in_b ? finish(Wide{}, p_b) : finish(Wide{}, p_a);
@@ -887,9 +813,6 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
   }
   __syncthreads();
 
-  // kFwdPairsFollow: the pair kernel may start on the SMs this grid leaves.
-  if constexpr ((FLAGS & kFwdPairsFollow) != 0)
-    if (threadIdx.x == 0) ptx::griddepcontrol_launch_dependents();
   const int wg = ptx::warpgroup_id();
   if (wg == 0) {
     ptx::setmaxnreg_dec<kProducerRegs>();
@@ -906,9 +829,6 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
   } else {
     ptx::setmaxnreg_inc<kConsumerRegs>();
     fwd_consumer<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, &tm_o, smem);
-    // The pair kernel ends no earlier than the main one it runs beside (griddepcontrol_wait).
-    if constexpr (fwd_pairs_heads(FLAGS, MASK))
-      if (threadIdx.x == 128) ptx::griddepcontrol_wait();
   }
 }
 

@@ -29,32 +29,26 @@ namespace gdpa::sm90 {
 // raised an illegal address on the H200, with its origin at a mapped row or not (measured with the
 // forward on jagged batches: the fault went away only when no such box was issued; a box starting
 // inside the sequence and running past its end, or past the allocation, never faulted).
-// Row box `h` of such a tile alone, its rows starting at global row `first` of head `head` (the
-// forward's head-pair tiles put another head's rows in box 1).
-template <int D, int ROWS, int BOX_ROWS>
-__device__ __forceinline__ void load_jagged_box(unsigned char* dst, int h, const ptx::TensorMap* map,
-                                                unsigned long long* bar, int head, int first, int end, int window,
-                                                const void* zeros, unsigned long long policy) {
-  static_assert(ROWS % BOX_ROWS == 0, "a tile is a whole number of row boxes");
-  static_assert(BOX_ROWS * kSw128RowBytes <= kJaggedZeroBytes, "the zero buffer covers one box of one panel");
-#pragma unroll
-  for (int panel = 0; panel < D / kSw128PanelCols; ++panel) {
-    unsigned char* box = dst + (panel * ROWS + h * BOX_ROWS) * kSw128RowBytes;
-    if (first < end)
-      ptx::tma_load_4d(box, map, bar, panel * kSw128PanelCols, head, first - end + window, end, policy);
-    else
-      ptx::bulk_copy_g2s(box, zeros, BOX_ROWS * kSw128RowBytes, bar, policy);
-  }
-}
-
 template <int D, int ROWS, int BOX_ROWS>
 __device__ __forceinline__ void load_jagged_rows(unsigned char* dst, int boxes, const ptx::TensorMap* map,
                                                  unsigned long long* bar, int head, int row, int end, int window,
                                                  const void* zeros, unsigned long long policy) {
+  static_assert(ROWS % BOX_ROWS == 0, "a tile is a whole number of row boxes");
+  static_assert(BOX_ROWS * kSw128RowBytes <= kJaggedZeroBytes, "the zero buffer covers one box of one panel");
 #pragma unroll
-  for (int h = 0; h < ROWS / BOX_ROWS; ++h)
-    if (h < boxes)
-      load_jagged_box<D, ROWS, BOX_ROWS>(dst, h, map, bar, head, row + h * BOX_ROWS, end, window, zeros, policy);
+  for (int h = 0; h < ROWS / BOX_ROWS; ++h) {
+    if (h < boxes) {
+      const int first = row + h * BOX_ROWS;
+#pragma unroll
+      for (int panel = 0; panel < D / kSw128PanelCols; ++panel) {
+        unsigned char* box = dst + (panel * ROWS + h * BOX_ROWS) * kSw128RowBytes;
+        if (first < end)
+          ptx::tma_load_4d(box, map, bar, panel * kSw128PanelCols, head, first - end + window, end, policy);
+        else
+          ptx::bulk_copy_g2s(box, zeros, BOX_ROWS * kSw128RowBytes, bar, policy);
+      }
+    }
+  }
 }
 
 }  // namespace gdpa::sm90

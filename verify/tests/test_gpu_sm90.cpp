@@ -604,53 +604,6 @@ TEST_SUITE("gpu") {
           CHECK(o.pass);
         }
   }
-  TEST_CASE("sm90 forward: the pair kernel gives the O bits of one head at a time, and matches the reference") {
-    // kFwdHeadPairs: the last query tiles of 1..64 rows run in a second kernel, once for heads h
-    // and h + 1, each warpgroup with its own head's Q rows, K / V keys (64 of each head per slot)
-    // and O rows, every block narrow. The products sum the same k16 slices in the same order as
-    // the whole blocks, so O must not change by a bit. Query remainders in (0, 64] and (64, 128]
-    // alternate (pairs, and the main kernel's tiles with their K/V-sharing runs); key lengths from
-    // 1 (a pair of one block) to several blocks of both parities, self and cross. Heads: 4 (every
-    // tail paired), 3 (the last head's tail stays in the main kernel, on its skip path), GQA 6 / 2
-    // (a pair's heads on different KV heads). The default (bf16, D = 128, logit scale 1) and, by
-    // head_pairs = 1, fp16 and D = 64, where the default leaves the pairs out.
-    Context ctx(0);
-    if (ctx.info().arch() != 90) return;
-    struct Heads {
-      int q, kv;
-    };
-    for (Heads h : {Heads{4, 4}, Heads{3, 3}, Heads{6, 2}})
-      for (int variant = 0; variant < 3; ++variant) {
-        ProblemDesc p = half_fold_problem(kFastGelu, 301, h.q, h.kv, 70);
-        p.logit_scale = 1.0f;
-        if (variant == 1) p.head_dim = 64;
-        if (variant == 2) p.dtype = kFP16;
-        std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
-        for (int b = 0; b < p.batch(); ++b) {
-          lq[size_t(b)] = 128 * (b % 4) + (b % 2 ? 1 + (b * 13) % 64 : 65 + (b * 17) % 64);
-          lk[size_t(b)] = b % 3 ? lq[size_t(b)] : 1 + (b * 53) % 450;
-        }
-        p.cu_seqlens_q = offsets_from_lengths(lq);
-        p.cu_seqlens_k = offsets_from_lengths(lk);
-        Sm90Options pairs, single;
-        if (variant > 0) pairs.head_pairs = 1;
-        single.head_pairs = 0;
-        const std::vector<KernelSource> srcs = sm90_kernel_sources(p, pairs, false);
-        REQUIRE(srcs.size() == 2);
-        const std::string name = srcs[1].name_expression;
-        CAPTURE(name);
-        REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kFwdHeadPairs) != 0);
-        CAPTURE(h.q);
-        CAPTURE(h.kv);
-        CAPTURE(variant);
-        DeviceProblem dp(p, make_inputs(p, 302, false), false);
-        check_same_forward_bits(pairs, single, p, dp, ctx);
-        auto k = make_sm90_kernel(pairs);
-        const CheckOutcome o = run_check(*k, CheckCase{"head pairs", p, false, 303}, ctx.info());
-        INFO(o.line);
-        CHECK(o.pass);
-      }
-  }
   TEST_CASE("sm90 forward: branching before the GEMM batch gives the same O bits") {
     // kFwdWholeBatchBranch (the default from a mean Lk of 192) against the same kernel without it:
     // tiles of 1 to 12 key blocks, both parities of the block count, K/V kept and reloaded.

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <unistd.h>
 
@@ -174,10 +173,8 @@ TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and tr
 
 // The forward flags the host picks for a bf16, D = 128 fast_gelu batch of two sequences of
 // lengths len_a and len_b (self-attention), read off the kernel's name ("...,<flags>>").
-// (One head: the pair kernel's rule, which needs two, is tested on its own below.)
 static int fwd_flags_for_lengths(int len_a, int len_b, const Sm90Options& opt) {
   ProblemDesc p;
-  p.heads_q = p.heads_kv = 1;
   p.dtype = kBF16;
   p.head_dim = 128;
   p.activation = kFastGelu;
@@ -285,7 +282,6 @@ TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, 
                         {{0, 100, 200}, {0, 300, 600}, false, true}};
   for (const V& v : variants) {
     ProblemDesc p;
-    p.heads_q = p.heads_kv = 1;  // no head pairs: the main kernel alone (the pair kernel's test is below)
     p.dtype = kBF16;
     p.head_dim = 128;
     p.activation = kFastGelu;
@@ -309,107 +305,6 @@ TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, 
     REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
     // The narrow QK^T: in both of the step's batches with the whole-batch branch, else in one.
     CHECK(count_of(sass, "HGMMA.64x64x16") == (v.whole_batch ? 16 : 8));
-    CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
-  }
-}
-
-TEST_CASE("sm90 forward runs the pair kernel by default where tails of 1..64 rows pair up, from kFwdPairsMinMeanLenK") {
-  using namespace sm90;
-  // Sources: [main] or [main, pair kernel]; flags of each from the name's last argument.
-  auto kernels = [](const ProblemDesc& p, const Sm90Options& o) {
-    std::vector<int> flags;
-    for (const KernelSource& s : sm90_kernel_sources(p, o, false))
-      flags.push_back(std::stoi(s.name_expression.substr(s.name_expression.rfind(',') + 1)));
-    return flags;
-  };
-  const int limit = kFwdPairsMinMeanLenK;
-  ProblemDesc p;
-  p.heads_q = p.heads_kv = 4;
-  p.dtype = kBF16;
-  p.head_dim = 128;
-  p.activation = kFastGelu;
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, 128, 384};  // whole tiles only
-  CHECK(kernels(p, Sm90Options{}).size() == 1);
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, limit - 150, 2 * limit};  // a tail of 42 rows
-  std::vector<int> k = kernels(p, Sm90Options{});
-  REQUIRE(k.size() == 2);
-  CHECK((k[0] & kFwdPairsFollow) != 0);
-  CHECK((k[0] & kFwdSkipEmptyHalf) == 0);  // four heads: every tail is paired
-  CHECK((k[1] & kFwdHeadPairs) != 0);
-  CHECK((k[1] & (kFwdSkipEmptyHalf | kFwdNarrowLastBlock | kFwdPairsFollow)) == 0);
-  // Without the pairs the main kernel is the one it was (the skip path back, no follow bit).
-  Sm90Options no_pairs;
-  no_pairs.head_pairs = 0;
-  const std::vector<int> alone = kernels(p, no_pairs);
-  REQUIRE(alone.size() == 1);
-  CHECK(alone[0] == ((k[0] & ~kFwdPairsFollow) | kFwdSkipEmptyHalf));
-  CHECK((k[1] & ~(kFwdHeadPairs | kFwdNarrowLastBlock)) == (alone[0] & ~(kFwdSkipEmptyHalf | kFwdNarrowLastBlock)));
-  // Three heads: head 2's tail stays in the main kernel, on its skip path.
-  p.heads_q = p.heads_kv = 3;
-  k = kernels(p, Sm90Options{});
-  REQUIRE(k.size() == 2);
-  CHECK((k[0] & kFwdSkipEmptyHalf) != 0);
-  // Below the mean-Lk limit, one head, a mask, softmax, explicit flags: no pair kernel.
-  p.heads_q = p.heads_kv = 4;
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, limit - 150, 2 * limit - 1};
-  CHECK(kernels(p, Sm90Options{}).size() == 1);
-  Sm90Options always;
-  always.head_pairs = 1;  // ...unless asked for wherever it can run
-  CHECK(kernels(p, always).size() == 2);
-  p.cu_seqlens_q = p.cu_seqlens_k = {0, limit - 150, 2 * limit};
-  ProblemDesc q = p;
-  q.heads_q = q.heads_kv = 1;
-  CHECK(kernels(q, Sm90Options{}).size() == 1);
-  q = p;
-  q.mask = kMaskCausal;
-  CHECK(kernels(q, Sm90Options{}).size() == 1);
-  CHECK(kernels(q, always).size() == 1);
-  Sm90Options softmax, explicit_flags;
-  softmax.softmax = true;
-  explicit_flags.fwd_flags = kFwdDefaultFlags;
-  CHECK(kernels(p, softmax).size() == 1);
-  CHECK(kernels(p, explicit_flags).size() == 1);
-  // Where the narrow forms do not keep their registers (fwd_narrow_keeps_registers) only on request.
-  q = p;
-  q.head_dim = 64;
-  CHECK(kernels(q, Sm90Options{}).size() == 1);
-  CHECK(kernels(q, always).size() == 2);
-}
-
-TEST_CASE("sm90 forward's pair kernel: every block narrow, no spill or local memory, nothing serialized") {
-  // The pair kernels of the default (bf16, D = 128, fast_gelu, no mask), with and without the
-  // whole-batch branch: their QK^T and PV products are all m64n64 / 64-key ones (the tile's first
-  // QK^T too), and no wgmma may be serialized.
-  // Mean Lk 200 and 150, above and below kFwdWholeBatchMinMeanLenK (and kFwdPairsMinMeanLenK:
-  // head_pairs = 1); last tiles of 44 / 100 and 40 / 4 rows.
-  for (const std::vector<int>& offsets : {std::vector<int>{0, 100, 400}, std::vector<int>{0, 40, 300}}) {
-    ProblemDesc p;
-    p.heads_q = p.heads_kv = 4;
-    p.dtype = kBF16;
-    p.head_dim = 128;
-    p.activation = kFastGelu;
-    p.cu_seqlens_q = p.cu_seqlens_k = offsets;
-    Sm90Options always;
-    always.head_pairs = 1;
-    const std::vector<KernelSource> srcs = sm90_kernel_sources(p, always, false);
-    REQUIRE(srcs.size() == 2);
-    KernelSource src = srcs[1];
-    CAPTURE(src.name_expression);
-    src.options.push_back("-Xptxas=-v");
-    const CompiledKernel ck = compile_kernel(src, 90);
-    REQUIRE_MESSAGE(ck.log.find("registers") != std::string::npos, "no ptxas report in: ", ck.log);
-    CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);  // serialized wgmma
-    CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
-    const std::string sass = disassemble(ck.cubin);
-    REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
-    // QK^T reads both operands from shared memory (A by descriptor), PV takes A from registers
-    // and B transposed: every QK^T must be the narrow one.
-    int whole_qk = 0;
-    std::istringstream lines(sass);
-    for (std::string line; std::getline(lines, line);)
-      whole_qk += line.find("HGMMA.64x128x16") != std::string::npos && line.find(".tnspB") == std::string::npos;
-    CHECK(whole_qk == 0);
-    CHECK(count_of(sass, "HGMMA.64x64x16") > 0);
     CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
   }
 }
