@@ -141,6 +141,49 @@ TEST_SUITE("gpu") {
     CHECK(ms < 1000.0f);
   }
 
+  TEST_CASE("programmatic launch: work behind a dependent grid waits for the grid before it too") {
+    // kernels/sm90/dq_follow.cu relies on it: the backward's follower may finish before the
+    // backward's last dK / dV stores, and whatever the caller queues next must still see them.
+    // slow_marker's blocks spin for 20 ms after allowing quick_dependent, which returns at once;
+    // copy_marks, an ordinary launch behind quick_dependent, must see every block's mark.
+    Context ctx;
+    const int arch = ctx.info().arch();
+    if (arch < 90) return;  // programmatic dependent launch is sm_90's
+    const std::string file = "verify/tests/data/pdl_kernels.cu";
+    const CompiledKernel slow = compile_kernel(KernelSource{file, "gdpa_test::slow_marker", {}}, arch);
+    const CompiledKernel quick = compile_kernel(KernelSource{file, "gdpa_test::quick_dependent", {}}, arch);
+    const CompiledKernel copy = compile_kernel(KernelSource{file, "gdpa_test::copy_marks", {}}, arch);
+    Module slow_mod(slow.cubin.data(), slow.lowered_name), quick_mod(quick.cubin.data(), quick.lowered_name),
+        copy_mod(copy.cubin.data(), copy.lowered_name);
+    const int blocks = 4;
+    DeviceBuffer done(blocks * 4), started(blocks * 4), out(blocks * 4);
+    Stream s;
+    done.fill_u32(0, s.get());
+    started.fill_u32(0, s.get());
+    out.fill_u32(7, s.get());
+    CUdeviceptr pd = done.ptr(), ps = started.ptr(), po = out.ptr();
+    long long ns = 20000000;
+    int n = blocks;
+    LaunchShape shape;
+    shape.grid[0] = blocks;
+    shape.block[0] = 32;
+    void* slow_args[] = {&pd, &ns};
+    launch(slow_mod.function(), shape, s.get(), slow_args);
+    shape.programmatic = true;
+    void* quick_args[] = {&ps};
+    launch(quick_mod.function(), shape, s.get(), quick_args);
+    shape = LaunchShape{};
+    shape.block[0] = 32;
+    void* copy_args[] = {&pd, &po, &n};
+    launch(copy_mod.function(), shape, s.get(), copy_args);
+    s.synchronize();
+    std::vector<int> marks(blocks, 0), ran(blocks, 0);
+    out.download(marks);
+    started.download(ran);
+    CHECK(ran == std::vector<int>(blocks, 1));
+    CHECK(marks == std::vector<int>(blocks, 1));
+  }
+
   TEST_CASE("compile, load and launch a kernel") {
     Context ctx;
     const int arch = ctx.info().arch();
