@@ -346,6 +346,8 @@ struct DqConvertItem {
 };
 static_assert(sizeof(DqConvertItem) == 16, "one 16-byte load per item");
 GDPA_HD constexpr int dq_item_head_rows(int head, int rows) { return head * 128 + rows; }
+GDPA_HD constexpr int dq_item_head(int head_rows) { return head_rows >> 7; }
+GDPA_HD constexpr int dq_item_rows(int head_rows) { return head_rows & 127; }
 
 // The conversions' shapes (dq_convert.cu, dq_follow.cu, dq_rows.cuh): 128 converting threads (the
 // consumer warpgroup's fragment layout) and a staging tile of 64 rows of 64 io values (128 bytes)

@@ -28,6 +28,7 @@
 #include "../../ptx/tma.cuh"
 #include "bwd_config.h"
 #include "dq_rows.cuh"
+#include "dq_semaphore.cuh"
 
 namespace gdpa::sm90 {
 
@@ -76,16 +77,7 @@ __global__ void __launch_bounds__(kFollowThreads) gdpa_bwd_dq_follow(const __gri
           break;
         }
         const DqConvertItem it = items[i];
-        if (it.count > 0) {
-          // A wait longer than ~2^35 cycles (~17 s) would be a bug (a count the adds never reach):
-          // trap, so that the launch fails instead of hanging the GPU.
-          const long long start = clock64();
-          while (ptx::ld_acquire_gpu(p.semaphores + it.block) != it.count) {
-            __nanosleep(128);
-            if (clock64() - start > (1ll << 35)) __trap();
-          }
-          ptx::fence_proxy_async_global();  // our acquire before the bulk copies' reads
-        }
+        if (it.count > 0) semaphore_wait<128>(p.semaphores + it.block, it.count);  // every add landed
 #pragma unroll 1
         for (int c = 0; c < kChunks; ++c) {
           const int s = next_slot();
@@ -123,7 +115,7 @@ __global__ void __launch_bounds__(kFollowThreads) gdpa_bwd_dq_follow(const __gri
       v[k] = it.count > 0 ? chunk[k * kConvertThreads + tid] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     __syncwarp();
     if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&empty[s]);  // the slot may be refilled
-    const int head = it.head_rows >> 7, rows = it.head_rows & 127;
+    const int head = dq_item_head(it.head_rows), rows = dq_item_rows(it.head_rows);
     unsigned short* out =
         static_cast<unsigned short*>(p.dq) + (long long)it.row0 * row_stride + head * D + c * kBwdDqCols;
     stage_dq_fragment<DTYPE>(v, scale, tile, tid);

@@ -68,6 +68,7 @@
 #include "../../ptx/wgmma.cuh"
 #include "act_mix.h"
 #include "bwd_config.h"
+#include "dq_semaphore.cuh"
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "jagged_load.cuh"
@@ -348,31 +349,6 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
 // dQ writer: one warp. Jobs arrive in the consumers' step order; job (step j, column chunk c) is
 // produced by consumer warpgroup (j + c) % 2 (see bwd_dq_owner_chunk).
 // ---------------------------------------------------------------------------------------------
-
-// Deterministic mode. The dQ block of (query tile, head) receives one add per KV tile that sees
-// the query tile; its semaphore counts the adds done. The CTA of KV tile n waits until the count
-// equals the number of such tiles with a smaller index (n - first / BlockN, DqJobHeader.expected),
-// adds, waits until its adds have completed in global memory, and increments the count. So the
-// adds land in increasing KV order, the same every run: bit-identical dQ (dK and dV are per-CTA
-// register sums in a fixed order anyway). No CTA can wait on a tile queued behind itself: the host
-// orders each (sequence, KV head)'s tiles by KV index (host/sm90_bwd.cpp). A wait longer than
-// ~2^35 cycles (~19 s) would still be a bug: it traps, so the launch fails instead of hanging the
-// GPU.
-// Acquire / release at GPU scope rather than a full fence.sc.gpu on each side (ncu, self L = 2048:
-// the writer warp spent a fifth of its samples in those two fences, on the deterministic order's
-// chain from one KV tile's CTA to the next).
-__device__ __forceinline__ void semaphore_wait(const int* sem, int expected) {
-  const long long start = clock64();
-  while (ptx::ld_acquire_gpu(sem) != expected) {  // acquire: the previous owner's reduces happen-before ours...
-    __nanosleep(32);
-    if (clock64() - start > (1ll << 35)) __trap();
-  }
-  ptx::fence_proxy_async_global();  // ...also for our bulk reduces, which run in the async proxy
-}
-__device__ __forceinline__ void semaphore_release(int* sem) {
-  ptx::fence_proxy_async_global();  // our completed bulk reduces before the generic release
-  ptx::red_release_gpu_add(sem, 1);
-}
 
 // kBwdDqTmaStore: the staged rows of a finished job leave by one TMA store of the 64 x 64 box.
 template <int D>
