@@ -18,6 +18,7 @@
 #include "../../host/driver.h"
 #include "../../host/generator.h"
 #include "../../host/unfused_cublas.h"
+#include "jagged_problem.h"
 #include "../compare.h"
 #include "../reference.h"
 
@@ -212,16 +213,9 @@ TEST_SUITE("gpu") {
     // Several 64-row tiles per sequence and random lengths; the reference checks three sequences.
     Device dev;
     auto kernel = make_baseline_kernel();
-    BatchShape shape;
-    shape.batch = 12;
-    shape.max_len_q = 700;
-    shape.sparsity = 0.5;
-    ProblemDesc base;
-    base.heads_q = 4;
-    base.heads_kv = 4;
-    base.head_dim = 128;
-    base.activation = kFastGelu;
-    const ProblemDesc p = make_problem(shape, 11, base);
+    ProblemDesc p = jagged_problem(12, 700, 11, 4, 4);
+    p.head_dim = 128;
+    p.activation = kFastGelu;
     const HostInputs in = make_inputs(p, 12, false);
     kernel->prepare(p, dev.ctx.info(), false);
     DeviceProblem dp(p, in, false);

@@ -17,6 +17,7 @@
 #include "../../host/driver.h"
 #include "../../host/generator.h"
 #include "../../host/registry.h"
+#include "jagged_problem.h"
 
 using namespace gdpa;
 
@@ -67,13 +68,7 @@ bool victims_show_nonfinite(const std::vector<uint16_t>& x, const std::vector<in
 }
 
 ProblemDesc isolation_problem(MaskKind mask, int head_dim) {
-  BatchShape shape;
-  shape.batch = 60;
-  shape.max_len_q = 330;  // sequences of 1..330 rows: edge tiles of every fill
-  shape.sparsity = 0.5;
-  ProblemDesc p = make_problem(shape, 4242);
-  p.heads_q = 4;
-  p.heads_kv = 2;
+  ProblemDesc p = jagged_problem(60, 330, 4242, 4, 2);  // sequences of 1..330 rows: edge tiles of every fill
   p.head_dim = head_dim;
   p.mask = mask;
   return p;

@@ -16,6 +16,7 @@
 #include "../../kernels/common/activations.cuh"
 #include "../../kernels/sm90/bwd_config.h"
 #include "../../kernels/sm90/fwd_config.h"
+#include "jagged_problem.h"
 
 using namespace gdpa;
 
@@ -43,13 +44,7 @@ void run_cases(bool backward, const std::vector<std::string>& labels, const Sm90
 // exercised too. A larger batch gives each CTA several work tiles.
 ProblemDesc half_fold_problem(Activation act, uint64_t seed, int heads_q, int heads_kv, int batch = 24,
                               int max_len = 600) {
-  BatchShape shape;
-  shape.batch = batch;
-  shape.max_len_q = max_len;
-  shape.sparsity = 0.5;
-  ProblemDesc p = make_problem(shape, seed);
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
+  ProblemDesc p = jagged_problem(batch, max_len, seed, heads_q, heads_kv);
   p.activation = act;
   p.logit_scale = 0.75f;
   p.out_scale = 1.5f;
@@ -183,13 +178,7 @@ TEST_SUITE("gpu") {
   TEST_CASE("sm90 deterministic backward gives the same dQ bits twice, and the unordered mode agrees") {
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    BatchShape shape;
-    shape.batch = 40;
-    shape.max_len_q = 700;
-    shape.sparsity = 0.5;
-    ProblemDesc p = make_problem(shape, 77);
-    p.heads_q = 4;
-    p.heads_kv = 2;  // GQA: dK/dV sums too
+    const ProblemDesc p = jagged_problem(40, 700, 77, 4, 2);  // GQA: dK/dV sums too
     const HostInputs in = make_inputs(p, 78, true);
     Sm90Options det;
     det.deterministic = true;

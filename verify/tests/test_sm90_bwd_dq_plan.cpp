@@ -16,6 +16,7 @@
 #include "../../host/sm90_bwd_dq_plan.h"
 #include "../../kernels/common/masks.cuh"
 #include "../../kernels/sm90/bwd_config.h"
+#include "jagged_problem.h"
 
 using namespace gdpa;
 using namespace gdpa::sm90;
@@ -23,13 +24,7 @@ using namespace gdpa::sm90;
 namespace {
 
 ProblemDesc plan_problem(MaskKind mask, int heads_q, int heads_kv, uint64_t seed) {
-  BatchShape shape;
-  shape.batch = 60;
-  shape.max_len_q = 900;
-  shape.sparsity = 0.5;
-  ProblemDesc p = make_problem(shape, seed);
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
+  ProblemDesc p = jagged_problem(60, 900, seed, heads_q, heads_kv);
   p.mask = mask;
   p.window_left = 150;
   p.window_right = 20;
