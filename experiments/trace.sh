@@ -29,6 +29,7 @@ declare -A ARGS=(
   [self-s05-L256]="--len 256 --sparsity 0.5"
   [self-s1-L512]="--len 512 --sparsity 1"
   [self-s05-L512]="--len 512 --sparsity 0.5"
+  [self-s1-L1024]="--len 1024 --sparsity 1 --batch 576"
   [self-s1-L2048]="--len 2048 --sparsity 1 --batch 288"
   [cross-L1024]="--len 1024 --len-k 256 --sparsity 1"
   [cross-L2048]="--len 2048 --len-k 256 --sparsity 1 --batch 576"
