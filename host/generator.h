@@ -18,7 +18,8 @@ namespace gdpa {
 //   s <  0.5  uniform integers in [1, max(floor(2 s max_len), 1)].
 // The floors allow 1e-9 of rounding error in the double products, so that s = 0.6, L = 1000 gives
 // the intended 200 rather than floor(199.99999999999997). (The max(..., 1) on the upper end only
-// matters for s < 1 / (2 max_len), where the spec's range would be empty.) Throws ProblemError for batch < 0, max_len < 1, s outside (0, 1].
+// matters for s < 1 / (2 max_len), where the spec's range would be empty.) Throws ProblemError for
+// batch < 0, max_len < 1, s outside (0, 1].
 std::vector<int> jagged_lengths(int batch, int max_len, double sparsity, uint64_t seed);
 
 // {0, l0, l0 + l1, ...}: batch + 1 cumulative offsets.

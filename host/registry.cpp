@@ -55,7 +55,8 @@ const Ablation kAblations[] = {
 // `name` is `prefix` followed by 1..max_digits decimal digits: their value in *n.
 bool numbered_variant(const std::string& name, const std::string& prefix, size_t max_digits, int* n) {
   if (name.compare(0, prefix.size(), prefix) != 0 || name.size() <= prefix.size() ||
-      name.size() > prefix.size() + max_digits || name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+      name.size() > prefix.size() + max_digits ||
+      name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
     return false;
   *n = std::stoi(name.substr(prefix.size()));
   return true;
@@ -166,16 +167,17 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     }
   }
   throw std::runtime_error("unknown kernel '" + name +
-                           "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, sm90-three-wg, "
-                           "sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of kFwdAllFlags / kBwdAllFlags, "
-                           "sm90-fwd-trace, sm90-bwd-trace)");
+                           "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
+                           "sm90-three-wg, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
+                           "kFwdAllFlags / kBwdAllFlags, sm90-fwd-trace, sm90-bwd-trace)");
 }
 
 std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfused-cublas"}; }
 
 std::vector<std::string> ablation_kernel_names() {
-  std::vector<std::string> v = {"sm90-unordered-dq", "sm90-unordered-no-red", "sm90-dq-finish-always", "sm90-dq-follow-always",
-                                "sm90-softmax", "sm90-act-mix4", "sm90-three-wg"};
+  std::vector<std::string> v = {"sm90-unordered-dq",     "sm90-unordered-no-red", "sm90-dq-finish-always",
+                                "sm90-dq-follow-always", "sm90-softmax",          "sm90-act-mix4",
+                                "sm90-three-wg"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

@@ -200,7 +200,8 @@ LoadStats cta_load(const CtaSchedule& s) {
   if (n == 0) return st;
   std::vector<double> load(size_t(n), 0.0);
   for (int c = 0; c < n; ++c)
-    for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) load[size_t(c)] += tile_cost(s.tiles[size_t(i)]);
+    for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i)
+      load[size_t(c)] += tile_cost(s.tiles[size_t(i)]);
   st.max_work = *std::max_element(load.begin(), load.end());
   st.mean_work = std::accumulate(load.begin(), load.end(), 0.0) / n;
   st.max_over_mean = st.mean_work > 0 ? st.max_work / st.mean_work : 1.0;

@@ -134,8 +134,8 @@ class Sm90Kernel final : public AttentionKernel {
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
     // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
     const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
-    const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), opt_.policy,
-                                                     sms_, resident);
+    const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags),
+                                                     opt_.policy, sms_, resident);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));

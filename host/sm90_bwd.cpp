@@ -87,14 +87,16 @@ int sm90_bwd_follow_sms(const ProblemDesc& p, const std::vector<WorkTile>& tiles
     // from 2 to 8.
     double steps = 0, blocks = 0;
     for (const WorkTile& t : tiles) steps += t.work;
-    for (int b = 0; b < p.batch(); ++b) blocks += double((p.len_q(b) + sm90::kBwdBlockM - 1) / sm90::kBwdBlockM) * p.heads_q;
+    for (int b = 0; b < p.batch(); ++b)
+      blocks += double((p.len_q(b) + sm90::kBwdBlockM - 1) / sm90::kBwdBlockM) * p.heads_q;
     const double r = blocks > 0 ? steps / blocks : 0;
     k = r > 0 ? int(std::lround(32.0 / r)) : 8;
     k = std::max(2, std::min(8, k));
     k = std::min(k, std::max(1, sms / 8));  // small devices keep most SMs for the backward
   }
-  if (k >= sms) throw ProblemError("sm90 backward: " + std::to_string(k) + " SMs for the dQ follower leave none of the " +
-                                   std::to_string(sms) + " to the backward");
+  if (k >= sms)
+    throw ProblemError("sm90 backward: " + std::to_string(k) + " SMs for the dQ follower leave none of the " +
+                       std::to_string(sms) + " to the backward");
   return k;
 }
 
@@ -238,7 +240,8 @@ class Sm90BackwardImpl final : public Sm90Backward {
     std::string why;
     if (!sm90_backward_supports(p, &why)) throw ProblemError("sm90 backward: " + why);
     const int flags = bwd_flags_of(opt_, p);
-    if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask)) throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
+    if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask))
+      throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     pair_ = (flags & sm90::kBwdPair) != 0;
     if (pair_ && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish)))
       throw ProblemError("sm90 backward: kBwdPair needs no mask, every Lk in (128, 256] and kBwdDqFinish");

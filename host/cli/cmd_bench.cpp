@@ -198,7 +198,8 @@ int cmd_bench(int argc, char** argv) {
   std::printf("wrote %s\n", path.c_str());
   // The JSON is written either way, so a fault can be inspected; the exit code says it is not data.
   const std::vector<std::string> bad = impossible_rows(rows);
-  for (const std::string& b : bad) std::fprintf(stderr, "gdpa bench: impossible timing (faster than the set's limit): %s\n", b.c_str());
+  for (const std::string& b : bad)
+    std::fprintf(stderr, "gdpa bench: impossible timing (faster than the set's limit): %s\n", b.c_str());
   return bad.empty() ? 0 : 1;
 }
 
