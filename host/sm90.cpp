@@ -34,7 +34,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The three-warpgroup consumer's steps all accumulate (O starts at zero): the bit would only name
   // a copy of the same kernel. It and the softmax variant have no narrow block.
   if (f & sm90::kFwdThreeConsumers)
-    f &= ~(sm90::kFwdWholeBatchBranch | sm90::kFwdStmatrixO | sm90::kFwdNarrowLastBlock | sm90::kFwdStoreWarps);
+    f &= ~(sm90::kFwdWholeBatchBranch | sm90::kFwdStmatrixO | sm90::kFwdNarrowLastBlock);
   if (o.softmax) f = (f & ~sm90::kFwdNarrowLastBlock) | sm90::kFwdSoftmax;
   if (!o.fwd_trace.empty()) f |= sm90::kFwdTrace;
   if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
@@ -50,9 +50,6 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // bounds live across the steps) and 8 bytes in the softmax variant (its row max and sum); the
   // other masks and dtypes compiled clean with it.
   if (o.fwd_flags < 0 && (p.mask == kMaskWindow || o.softmax)) f &= ~sm90::kFwdRecordLanes;
-  // The store warps left ptxas short of registers in the masked kernels (72-88 bytes of tile-level
-  // scalars spilled, against 4 without them); the mask-free ones compile clean.
-  if (o.fwd_flags < 0 && p.mask != kMaskNone) f &= ~sm90::kFwdStoreWarps;
   return f;
 }
 

@@ -92,21 +92,6 @@ __device__ __forceinline__ void copy_staged_rows(unsigned staging, unsigned shor
           ptx::ld_shared_u128(src + k * kRowsPerPass * kSw128RowBytes);
 }
 
-// The same copy by one warp (the forward's store warp, kFwdStoreWarps): lane l moves chunk
-// l % chunks-per-row of rows l / chunks-per-row, + 32 / chunks-per-row, ... The rows of a pass are
-// fewer than the swizzle's 8, so each address is computed per row.
-template <int D>
-__device__ __forceinline__ void copy_staged_rows_by_warp(unsigned staging, unsigned short* rows, int row_stride,
-                                                         int rows_valid, int lane) {
-  constexpr int kChunksPerRow = D * 2 / 16;
-  constexpr int kRowsPerPass = 32 / kChunksPerRow;
-  const int c = lane % kChunksPerRow;
-#pragma unroll 1
-  for (int r = lane / kChunksPerRow; r < rows_valid && r < 64; r += kRowsPerPass)
-    *reinterpret_cast<uint4*>(rows + (long long)r * row_stride + 8 * c) =
-        ptx::ld_shared_u128(staging + staged_panel_offset<64>(r, 8 * c));
-}
-
 // out(row, :) = round(acc(row, :) * scale) for rows [0, rows_valid) of the block whose first row is
 // `first_row` of the tensor map's row dimension (head `head`); `rows` points at its element (0, 0)
 // for the threads' copy of a partial block. `tid` is 0..127 in the warpgroup, `bar` a named barrier

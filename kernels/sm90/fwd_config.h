@@ -44,17 +44,9 @@ enum FwdFlags : int {
   // instead, ptxas moves the fields to uniform registers at once and the warp waits for the load
   // (an L2 hit: 225-396 cycles of every tile boundary in the trace).
   kFwdRecordLanes = 1 << 19,
-  // The O epilogue leaves the consumer's chain: the consumer only stages its 64 rows (stmatrix)
-  // and arrives on an mbarrier; an idle warp of the producer warpgroup (warp 1 + cw for consumer
-  // cw) waits there, fences the async proxy and issues the TMA store, or copies the rows of a
-  // block that holds a sequence's end, and gives the buffer back on a second mbarrier. Without it
-  // the consumer fences its stores, meets its warpgroup at two named barriers and has thread 0
-  // issue the store before the next tile's first activation: about 790 cycles of each tile
-  // boundary (trace, self s = 1 L = 512), the turn after it waiting as long.
-  kFwdStoreWarps = 1 << 16,
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
                      kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO | kFwdNarrowLastBlock |
-                     kFwdRecordLanes | kFwdStoreWarps,
+                     kFwdRecordLanes,
   // Not an ablation: chosen by the host when logit_scale == 1, so the activation skips a multiply.
   kFwdUnitLogitScale = 16,
   // Not GDPA: ordinary softmax attention in the same kernel (online row max and row sum, O rescaled
@@ -175,10 +167,6 @@ GDPA_HD constexpr int fwd_kv_stages(int flags) { return (flags & kFwdThreeConsum
 // kFwdThreeConsumers with two Q stages: O is staged in the warpgroup's own 64 rows of the Q stage
 // (its last QK^T has read them; the other warpgroups read only theirs), released to the producer
 // one tile later, once the TMA store has read it.
-// kFwdStoreWarps: the two-warpgroup consumer only (the three-warpgroup one stages O in its Q stage).
-GDPA_HD constexpr bool fwd_store_warps(int flags) {
-  return (flags & kFwdStoreWarps) && !(flags & kFwdThreeConsumers);
-}
 GDPA_HD constexpr bool fwd_o_in_q(int flags) {
   return (flags & kFwdThreeConsumers) && fwd_q_stages(flags) == 2;
 }
@@ -230,8 +218,7 @@ GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int flags) {
   s.o_bytes = 64 * head_dim * 2;
   s.o_off = s.v_off + s.kv_stages * s.kv_bytes;
   s.bar_off = s.o_off + (s.o_in_q ? 0 : wgs * s.o_bytes);
-  // kFwdStoreWarps: per consumer an O full / empty mbarrier pair and a 16-byte job (FwdOJob).
-  s.total = s.bar_off + 8 * (2 * q_stages + 4 * s.kv_stages) + (fwd_store_warps(flags) ? 32 * wgs : 0);
+  s.total = s.bar_off + 8 * (2 * q_stages + 4 * s.kv_stages);
   return s;
 }
 

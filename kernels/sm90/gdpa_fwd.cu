@@ -133,28 +133,6 @@ struct FwdBarriers {
   SlotBarriers v[fwd_kv_stages(FLAGS)];
 };
 
-// kFwdStoreWarps: consumer cw's O staging buffer, handed to store warp 1 + cw of the producer
-// warpgroup. `full` completes when all 128 consumer threads have issued their staging stores and
-// thread 0 has written `job` (each thread's arrival releases its own stores); `empty` when the
-// store warp's 32 lanes are done reading the buffer. They follow fwd_smem_plan's other barriers.
-// rows: of the sequence from first_row on. 64 or more: a whole block; 0 or less (a warpgroup whose
-// rows all lie past the end, without kFwdSkipEmptyHalf): nothing to store; kFwdOJobStop: the
-// consumer has no more blocks.
-struct FwdOJob {
-  int head, first_row, rows, unused;
-};
-constexpr int kFwdOJobStop = -0x7fffffff - 1;
-struct FwdOHandover {
-  unsigned long long full, empty;
-  FwdOJob job;
-};
-template <int D, int FLAGS>
-__device__ __forceinline__ FwdOHandover* fwd_o_handover(unsigned char* smem) {
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
-  return reinterpret_cast<FwdOHandover*>(smem + plan.bar_off + sizeof(FwdBarriers<FLAGS>));
-}
-static_assert(sizeof(FwdOHandover) == 32, "fwd_smem_plan reserves 32 bytes per consumer warpgroup");
-
 // TMA bytes of `boxes` 64-row boxes of a D-column tile.
 template <int D>
 __device__ __forceinline__ unsigned load_bytes(int boxes) {
@@ -209,69 +187,6 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
                                             ptx::kEvictLast);
     }
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// kFwdStoreWarps: store warp 1 + cw of the producer warpgroup, for consumer warpgroup cw.
-// ---------------------------------------------------------------------------------------------
-// For each block the consumer hands over (in its order): a block of 64 rows inside the sequence
-// leaves by TMA store, issued by lane 0 after the async-proxy fence (the consumer's stores are
-// ordered before it by the mbarrier); a block holding the sequence's last rows is copied row by
-// row by the 32 lanes (TMA clips only at the tensor's end). Then the buffer goes back. Its 24
-// registers hold the loop; the job's fields are read from shared memory.
-template <int D, int FLAGS>
-__device__ __forceinline__ void fwd_store_warp(int cw, const GdpaParams& p, const ptx::TensorMap* tm_o,
-                                               unsigned char* smem) {
-  constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
-  FwdOHandover& h = fwd_o_handover<D, FLAGS>(smem)[cw];
-  const unsigned staging = ptx::smem_addr(smem) + plan.o_off + cw * plan.o_bytes;
-  const int lane = ptx::lane_id();
-#pragma unroll 1
-  for (unsigned k = 0;; ++k) {
-    ptx::mbarrier_wait(&h.full, k & 1u);
-    const FwdOJob job = h.job;
-    if (job.rows == kFwdOJobStop) break;
-    if (job.rows >= 64) {
-      if (lane == 0) {
-        ptx::fence_proxy_async_smem();  // the consumer's generic stores -> the TMA unit (async proxy)
-#pragma unroll
-        for (int panel = 0; panel < D / 64; ++panel)
-          ptx::tma_store_3d(tm_o, staging + panel * 64 * kSw128RowBytes, panel * 64, job.head, job.first_row);
-        ptx::bulk_commit_group();
-        ptx::bulk_wait_group_read<0>();
-      }
-    } else {
-      copy_staged_rows_by_warp<D>(staging,
-                                  static_cast<unsigned short*>(p.out) + (long long)job.first_row * p.heads_q * D +
-                                      job.head * D,
-                                  p.heads_q * D, job.rows, lane);
-    }
-    __syncwarp();
-    ptx::mbarrier_arrive(&h.empty);
-  }
-  if (lane == 0) ptx::bulk_wait_group<0>();  // the stores complete before the CTA's shared memory goes
-}
-
-// kFwdStoreWarps, the consumer's side of the epilogue: once the store warp has read the previous
-// block (`k`: the consumer's count of blocks handed over), stage O * scale in the buffer, describe
-// it and arrive. No fence and no warpgroup barrier on the consumer's way to its next activation.
-template <int DTYPE, int D, bool STMATRIX>
-__device__ __forceinline__ void hand_o_to_store_warp(const float (&acc)[D / 2], unsigned staging, FwdOHandover& h,
-                                                     unsigned k, int head, int first_row, int rows_valid, float scale,
-                                                     const FragThread& f, int tid) {
-  ptx::mbarrier_wait(&h.empty, (k & 1u) ^ 1u);
-  stage_block<DTYPE, D, 64, STMATRIX>(acc, staging, scale, f);
-  if (tid == 0) h.job = FwdOJob{head, first_row, rows_valid, 0};
-  __syncwarp();  // the warp's stores before its lane 0's arrival (one per warp: 4, not 128, atomics)
-  if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&h.full);
-}
-
-// After the consumer's last block (k handed over): the job that stops the store warp.
-__device__ __forceinline__ void hand_no_o_to_store_warp(FwdOHandover& h, unsigned k, int tid) {
-  ptx::mbarrier_wait(&h.empty, (k & 1u) ^ 1u);
-  if (tid == 0) h.job = FwdOJob{0, 0, kFwdOJobStop, 0};
-  __syncwarp();
-  if ((tid & 31) == 0) ptx::mbarrier_arrive(&h.full);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -408,10 +323,6 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       ptx::prefetch_l1(records + it + stride);
   }
   bool first_s_in_flight = false;  // the first QK^T of `cur` was issued during the previous tile
-  // kFwdStoreWarps: the blocks handed to the store warp so far. (Counting q_count instead, with an
-  // empty job from each skip-path tile, made ptxas serialize the s = 0.5 L = 256 kernel's wgmmas.)
-  constexpr bool kStoreWarps = fwd_store_warps(FLAGS);
-  unsigned o_handed = 0;
   while (it < end) {
     const int it_next = it + stride;
     const bool have_next = it_next < end;
@@ -642,17 +553,10 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-      const float o_scale = kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale;
-      if constexpr (kStoreWarps)
-        hand_o_to_store_warp<DTYPE, D, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes,
-                                                  fwd_o_handover<D, FLAGS>(smem)[cw], o_handed++, cur.head(),
-                                                  cur.q_row + 64 * cw, cur.len_q - row0, o_scale, f,
-                                                  int(threadIdx.x) - 128 * (cw + 1));
-      else
-        store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
-                                                 cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0,
-                                                 o_scale, f, int(threadIdx.x) - 128 * (cw + 1),
-                                                 kBarEpilogueBase + cw);
+      store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
+                                               cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0,
+                                               kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f,
+                                               int(threadIdx.x) - 128 * (cw + 1), kBarEpilogueBase + cw);
       trace(kFtEpilogueEnd, nblocks);
       return prefetch;
     };
@@ -709,12 +613,8 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     it = it_next;
     cur = nxt;
   }
-  if constexpr (kStoreWarps) {  // no more blocks: the store warp stops once it has stored the last
-    hand_no_o_to_store_warp(fwd_o_handover<D, FLAGS>(smem)[cw], o_handed, int(threadIdx.x) - 128 * (cw + 1));
-  } else if (threadIdx.x == 128 * (cw + 1)) {
-    // The last TMA stores of O must be complete before the CTA (and its shared memory) goes away.
-    ptx::bulk_wait_group<0>();
-  }
+  // The last TMA stores of O must be complete before the CTA (and its shared memory) goes away.
+  if (threadIdx.x == 128 * (cw + 1)) ptx::bulk_wait_group<0>();
 }
 
 // kFwdThreeConsumers: one of three consumer warpgroups, its blocks in series. Per key block j:
@@ -909,11 +809,6 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
       ptx::mbarrier_init(&bars->v[s].full, 1);
       ptx::mbarrier_init(&bars->v[s].empty, kConsumerWarps);
     }
-    if constexpr (fwd_store_warps(FLAGS))
-      for (int c = 0; c < kWgs; ++c) {
-        ptx::mbarrier_init(&fwd_o_handover<D, FLAGS>(smem)[c].full, 4);  // lane 0 of each consumer warp
-        ptx::mbarrier_init(&fwd_o_handover<D, FLAGS>(smem)[c].empty, 32);  // every lane of the store warp
-      }
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
@@ -927,8 +822,6 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
       ptx::prefetch_tensormap(&tm_v);
       ptx::prefetch_tensormap(&tm_o);
       fwd_producer<D, MASK, FLAGS>(p, &tm_q, &tm_k, &tm_v, smem);
-    } else if constexpr (fwd_store_warps(FLAGS)) {
-      if (ptx::warp_id() >= 1 && ptx::warp_id() <= kWgs) fwd_store_warp<D, FLAGS>(ptx::warp_id() - 1, p, &tm_o, smem);
     }
   } else if constexpr (kWgs == 3) {
     ptx::setmaxnreg_inc<kConsumerRegsThree>();

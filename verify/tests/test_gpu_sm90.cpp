@@ -641,52 +641,6 @@ TEST_SUITE("gpu") {
           check_same_forward_bits(Sm90Options{}, without, p, dp, ctx);
         }
   }
-  TEST_CASE("sm90 forward: O handed to the store warps gives the same O bits as stored by the consumers") {
-    // kFwdStoreWarps (default) against the consumers' own epilogue: many tiles per CTA (every
-    // store warp walks many jobs, the buffers change hands), whole blocks (TMA store) and blocks
-    // that hold a sequence's end (the warp's row copy), idle halves, tiles without keys; bf16 and
-    // fp16, D = 64 and 128, the softmax variant (its own epilogue scale).
-    Context ctx(0);
-    if (ctx.info().arch() != 90) return;
-    for (DType dt : {kBF16, kFP16})
-      for (MaskKind mask : {kMaskNone, kMaskCausal})
-        for (int d : {64, 128}) {
-          ProblemDesc p = half_fold_problem(kFastGelu, 201, 4, 2, 300, 700);
-          p.dtype = dt;
-          p.mask = mask;
-          p.head_dim = d;
-          std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
-          for (int b = 0; b < p.batch(); ++b) {
-            lq[size_t(b)] = 1 + (b * 97) % 700;
-            lk[size_t(b)] = b % 9 == 4 ? 0 : (b % 2 ? lq[size_t(b)] : 1 + (b * 43) % 300);
-          }
-          p.cu_seqlens_q = offsets_from_lengths(lq);
-          p.cu_seqlens_k = offsets_from_lengths(lk);
-          DeviceProblem dp(p, make_inputs(p, 202, false), false);
-          Sm90Options without;
-          without.fwd_flags_drop = sm90::kFwdStoreWarps;
-          CAPTURE(int(dt));
-          CAPTURE(int(mask));
-          CAPTURE(d);
-          check_same_forward_bits(Sm90Options{}, without, p, dp, ctx);
-          // Without the skip path a warpgroup whose rows all lie past the end hands over blocks
-          // of no rows (the default takes the skip path only up to a mean Lk of 512).
-          Sm90Options no_skip, no_skip_without;
-          no_skip.fwd_flags_drop = sm90::kFwdSkipEmptyHalf;
-          no_skip_without.fwd_flags_drop = sm90::kFwdSkipEmptyHalf | sm90::kFwdStoreWarps;
-          check_same_forward_bits(no_skip, no_skip_without, p, dp, ctx);
-          if (dt == kBF16 && mask == kMaskNone) {
-            Sm90Options softmax = Sm90Options{}, softmax_without = without;
-            softmax.softmax = softmax_without.softmax = true;
-            check_same_forward_bits(softmax, softmax_without, p, dp, ctx);
-          }
-        }
-    ProblemDesc p = half_fold_problem(kFastGelu, 203, 4, 2, 200, 700);
-    auto k = make_sm90_kernel(Sm90Options{});
-    const CheckOutcome o = run_check(*k, CheckCase{"O by the store warps", p, false, 204}, ctx.info(), 24);
-    INFO(o.line);
-    CHECK(o.pass);
-  }
   TEST_CASE("sm90 forward: tile records taken a tile ahead over the lanes give the same O bits") {
     // kFwdRecordLanes (default) against the same kernel loading each record at the tile's top:
     // many tiles per CTA (so every CTA walks several records), K/V-keeping pairs, sequences of one
