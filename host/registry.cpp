@@ -45,6 +45,7 @@ const Ablation kAblations[] = {
     {"sm90-no-dq-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},
     {"sm90-no-early-act", 0, SchedulePolicy::kZigzag, sm90::kBwdEarlyAct},
     {"sm90-no-dk-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdDkInDs},
+    {"sm90-no-dv-in-v", 0, SchedulePolicy::kZigzag, sm90::kBwdDvInV},
     {"sm90-no-stmatrix-grads", 0, SchedulePolicy::kZigzag, sm90::kBwdStmatrix},
     {"sm90-no-stmatrix-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdStmatrixDs},
     {"sm90-no-dq-follow", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFollow},

@@ -34,7 +34,7 @@ const char* kHelp =
     "             backward: sm90-unordered-dq (dQ added in arrival order, from the registers where the\n"
     "             mean Lk >= 384), sm90-unordered-no-red (the same through the writer's bulk reduce),\n"
     "             sm90-no-dq-finish, sm90-no-dq-pair, sm90-no-dq-tma-store,\n"
-    "             sm90-no-dq-first, sm90-no-dq-two-stage, sm90-no-early-act, sm90-no-dk-in-ds,\n"
+    "             sm90-no-dq-first, sm90-no-dq-two-stage, sm90-no-early-act, sm90-no-dk-in-ds, sm90-no-dv-in-v,\n"
     "             sm90-no-pair-two-stage, sm90-no-pair-dv-in-ds, sm90-no-stmatrix-grads,\n"
     "             sm90-no-stmatrix-ds, sm90-no-dq-follow, sm90-dq-finish-always,\n"
     "             sm90-dq-follow-always, sm90-follow-smsN (the follower on N SMs)\n"

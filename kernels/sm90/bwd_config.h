@@ -171,14 +171,22 @@ enum BwdFlags : int {
   // Interleaved against the pass (twenty-eighth session): 1.015-1.043x at self s = 1 L >= 512,
   // 1.026-1.042x at s = 0.5 L >= 512. How many SMs: host/sm90_bwd.cpp sm90_bwd_follow_sms.
   kBwdDqFollow = 1 << 26,
+  // Accumulator path with kBwdDkInDs only: a tile's dV is staged in this warpgroup's own 64 rows
+  // of the V tile, which nothing reads after its own last dP^T product, instead of in the dQ
+  // staging buffer of its next job, which it may take only once the writer has read the job
+  // before (in the deterministic order that add waits for other CTAs' adds of the same block:
+  // the trace put 1.98k cycles on "dV staged and stored" of a 2.8k epilogue at self s = 1
+  // L = 512). V then goes back to the producer after dV's TMA store has read it, not after the
+  // last dP^T, and the producer loads the next tile's K before its V. Same bits.
+  kBwdDvInV = 1 << 27,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
-                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow,
+                     kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV,
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
-                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow,
+                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -209,6 +217,11 @@ constexpr int kBwdDqFinishMaxMeanLenK = 192;
 // (the consumers and the writer must agree): the partial-sum buffer is the second staging buffer
 // only without the finish, and a job is added from the registers only where nothing finishes it.
 GDPA_HD constexpr bool bwd_dq_two_stage(int flags) { return (flags & kBwdDqTwoStage) && !(flags & kBwdDqFinish); }
+// kBwdDvInV: where the kernel takes it, with kBwdDkInDs (the host clears it elsewhere); the producer
+// and the consumers must agree, since it moves V's release and the order of the K / V loads.
+GDPA_HD constexpr bool bwd_dv_in_v(int flags) {
+  return (flags & kBwdDvInV) && (flags & kBwdDkInDs) && bwd_dq_two_stage(flags);
+}
 GDPA_HD constexpr bool bwd_dq_red(int flags) { return (flags & kBwdDqRed) && !(flags & kBwdDqFinish); }
 
 // kBwdDqRed (unordered mode) by default only from this mean KV length. Against the unordered mode

@@ -296,7 +296,7 @@ struct BwdTileScalars : BwdTileRecord {
 // Producer: one thread.
 // ---------------------------------------------------------------------------------------------
 
-template <int D, int MASK, bool PAIR, bool TRACE, bool RECORDS>
+template <int D, int MASK, bool PAIR, bool TRACE, bool RECORDS, bool K_FIRST>
 __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
                                              const ptx::TensorMap* tm_v, const ptx::TensorMap* tm_do,
                                              unsigned char* smem) {
@@ -328,16 +328,19 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
       if (ls == 0) {
         // K and V after the first Q / dO: that load is already in flight while the previous tile's
         // last step (which still reads K and V) finishes. V is released before K (its last reader,
-        // dP^T, runs before the last dQ), so it is loaded first. Both are read once per tile: evict
-        // first; Q and dO are re-read by every KV tile of the sequence.
+        // dP^T, runs before the last dQ), so it is loaded first; with kBwdDvInV (K_FIRST) V holds
+        // the staged dV until its store has read it, after K's release. Both are read once per
+        // tile: evict first; Q and dO are re-read by every KV tile of the sequence.
         // Keys past Lk arrive as zeros: dQ sums over them.
         const int k_end = t.k_row - t.n0 + t.len_k;
-        producer_acquire(bars->v, kvc.phase(), plan.kv_bytes);
-        load_jagged_rows<D, kBwdBlockN, kBwdBlockN>(smem + plan.v_off, 1, tm_v, &bars->v.full, t.kv_head, t.k_row,
-                                                    k_end, p.load_window_k, p.zero_rows, ptx::kEvictFirst);
-        producer_acquire(bars->k, kvc.phase(), plan.kv_bytes);
-        load_jagged_rows<D, kBwdBlockN, kBwdBlockN>(smem + plan.k_off, 1, tm_k, &bars->k.full, t.kv_head, t.k_row,
-                                                    k_end, p.load_window_k, p.zero_rows, ptx::kEvictFirst);
+        auto load_kv = [&](SlotBarriers& bar, int off, const ptx::TensorMap* map) {
+          producer_acquire(bar, kvc.phase(), plan.kv_bytes);
+          load_jagged_rows<D, kBwdBlockN, kBwdBlockN>(smem + off, 1, map, &bar.full, t.kv_head, t.k_row, k_end,
+                                                      p.load_window_k, p.zero_rows, ptx::kEvictFirst);
+        };
+        if (K_FIRST) load_kv(bars->k, plan.k_off, tm_k);
+        load_kv(bars->v, plan.v_off, tm_v);
+        if (!K_FIRST) load_kv(bars->k, plan.k_off, tm_k);
         kvc.advance();
         trace(kTrLoadKv, step);
       }
@@ -950,6 +953,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // dK staged in our halves of the dS^T buffers: one 64-column panel per buffer.
   constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
   constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
+  constexpr bool kDvInV = bwd_dv_in_v(FLAGS) && kDkInDs;  // dV staged in our rows of V; V released after
   constexpr bool kStmatrix = (FLAGS & kBwdStmatrix) != 0;
   constexpr bool kStmatrixDs = (FLAGS & kBwdStmatrixDs) != 0;
   constexpr bool kSkipEmptyHalf = (FLAGS & kBwdSkipEmptyHalf) != 0;
@@ -1107,7 +1111,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
 
       // 3-4: P^T and dS^T (kEarlyAct: P^T and act' while dP^T still runs).
       if constexpr (kIdle) {
-        if (ls == ts.steps - 1) consumer_release(bars->v);  // as below: the tile's last dP^T is done
+        if (!kDvInV && ls == ts.steps - 1) consumer_release(bars->v);  // as below: the last dP^T is done
       } else {
         ptx::wgmma_wait<kEarlyAct ? 1 : 0>();
         ptx::fence_operand(s_acc);
@@ -1118,8 +1122,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         }
         ptx::fence_operand(dp_acc);
         // dP^T is V's only reader: after the tile's last one, the producer may load the next tile's
-        // V while this tile's last dV / dK / dQ products and its epilogue still run.
-        if (ls == ts.steps - 1) consumer_release(bars->v);
+        // V while this tile's last dV / dK / dQ products and its epilogue still run (kDvInV: once
+        // the epilogue's dV store has read our rows of it).
+        if (!kDvInV && ls == ts.steps - 1) consumer_release(bars->v);
         if (kEarlyAct)
           dact_to_ds<DTYPE>(s_acc, dp_acc, dsk);
         else
@@ -1322,7 +1327,13 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // kBwdPairDvInDs, rank 0 of a pair with two staging buffers: dV goes to our halves of the dS^T
     // buffers (waiting only for this CTA's last dQ jobs), dK alone to the next job's buffer.
     const bool dv_in_ds = kPairDvInDs && dq_stage.two;
-    if (dv_in_ds) {
+    if (kDvInV) {
+      // Our 64 rows of each V panel: only our own dP^T products read them, the last long done. No
+      // wait for the writer (kBwdDvInV).
+      store_block_tma<DTYPE, D, kBwdBlockN, kStmatrix>(dv, v_tile + 64 * cw * kSw128RowBytes, tm_dv, kv_head,
+                                                       k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
+                                                       rows_valid, dv_scale, f, tid, bar, false);
+    } else if (dv_in_ds) {
       store_out_in_ds(dv, tm_dv, p.dv, dv_scale);
     } else {
       if (dq_stage.two) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
@@ -1335,6 +1346,15 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       store_out(dk, dv_stage, tm_dk, p.dk, dk_scale, false);
     } else if constexpr (kDkInDs) {  // the accumulator path: dK in the dS^T buffers, right after dV
       store_out_in_ds(dk, tm_dk, p.dk, dk_scale);
+      if constexpr (kDvInV) {
+        // V back to the producer once dV's store has read it: its TMA group is the older of this
+        // thread's two (partial blocks were copied by the threads, all done before the barrier
+        // that opened dK's staging; then no group was committed and the wait passes).
+        if (tid == 0) {
+          ptx::bulk_wait_group_read<1>();
+          ptx::mbarrier_arrive_count(&bars->v.empty, 4);  // for the warpgroup's four warps
+        }
+      }
     } else {
       if (!dk_after_dv) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
       store_out(dk, dk_after_dv ? dv_stage : stage, tm_dk, p.dk, dk_scale, dk_after_dv);
@@ -1439,7 +1459,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::prefetch_tensormap(&tm_dk);
         ptx::prefetch_tensormap(&tm_dv);
         if constexpr ((FLAGS & kBwdDqFinish) && (FLAGS & kBwdDqTmaStore)) ptx::prefetch_tensormap(&tm_dq);
-        bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0, (FLAGS & kBwdTrace) != 0, (FLAGS & kBwdTileRecords) != 0>(
+        bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0, (FLAGS & kBwdTrace) != 0, (FLAGS & kBwdTileRecords) != 0,
+                     bwd_dv_in_v(FLAGS)>(
             p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
       }
     } else if (warp == 1) {

@@ -377,6 +377,20 @@ TEST_SUITE("gpu") {
     usual.bwd_flags = in_ds.bwd_flags & ~sm90::kBwdDkInDs;
     check_same_bits_over_many_tiles(in_ds, usual, 111, ctx);
   }
+  TEST_CASE("sm90 backward: dV staged in V's rows changes no bit of dQ, dK, dV") {
+    // kBwdDvInV stages dV in the warpgroup's own rows of the V tile and gives V back to the
+    // producer only after dV's store has read them: a release too early would let the next
+    // tile's V load overwrite dV before its store (dV changes), one missing would hang. Many KV
+    // tiles per CTA (jagged, so partial last blocks take the threads' copy), and the small cases
+    // of both masks and head dims.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    Sm90Options in_v, usual;
+    in_v.bwd_flags = sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+    usual.bwd_flags = in_v.bwd_flags & ~sm90::kBwdDvInV;
+    check_same_bits_over_many_tiles(in_v, usual, 113, ctx);
+    check_dropping_changes_no_bits(in_v.bwd_flags, sm90::kBwdDvInV, 115, ctx);
+  }
   TEST_CASE("sm90 backward: two dQ staging buffers change no bit of dQ, dK, dV") {
     // kBwdDqTwoStage (the accumulator path) stages each consumer's dQ jobs alternately in two
     // buffers and a tile's dK / dV in the one its next job takes: the same jobs, added in the same

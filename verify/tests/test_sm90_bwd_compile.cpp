@@ -142,12 +142,13 @@ TEST_CASE("sm90 backward: variant names and support") {
   // (kBwdStmatrixDs, 2097152, only with the finish), and the writer fences the staged jobs
   // (kBwdDqFenceAtWriter, 16777216; explicit flags keep it with the finish, as below), and the
   // dQ blocks are converted beside the kernel by the follower (kBwdDqFollow, 67108864) instead of
-  // the pass after it.
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765335>");
+  // the pass after it, and dV is staged in the warpgroup's rows of V (kBwdDvInV, 134217728, with
+  // kBwdDkInDs).
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,256983063>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].file == "kernels/sm90/dq_follow.cu");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_follow<1,64>");
   opt.bwd_flags_drop = kBwdDqFollow;  // the ablation: the pass after the kernel
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,189874199>");
   CHECK(sm90_backward_sources(long_kv, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   opt.bwd_flags_drop = 0;
   opt.bwd_flags = kBwdDefaultFlags;
@@ -155,7 +156,7 @@ TEST_CASE("sm90 backward: variant names and support") {
   opt.bwd_flags = -1;
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
-  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765319>");
+  CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,256983047>");
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088847>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088799>");
@@ -163,21 +164,22 @@ TEST_CASE("sm90 backward: variant names and support") {
   // The unordered mode has no last contributor to finish a block, and no semaphores for the
   // follower: both flags are dropped.
   opt.deterministic = false;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,51462167>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,185679895>");
   CHECK(sm90_backward_sources(p, opt)[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,false>");
   // From a mean KV length of kBwdDqRedMinMeanLenK (here exactly that) the unordered mode adds dQ
   // from the registers (kBwdDqRed, 524288); an ablation can drop it; the deterministic mode never
   // has it.
   const int red_len = 2 * kBwdDqRedMinMeanLenK - 100;
   const ProblemDesc red_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len}, {100, red_len});
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,39403543>");  // no writer fence
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression ==
+        "gdpa::sm90::gdpa_bwd<1,64,10,2,173621271>");  // no writer fence
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, red_len - 2}, {100, red_len - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,189874199>");
   opt.bwd_flags_drop = kBwdDqRed;
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,55656471>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,189874199>");
   opt.bwd_flags_drop = 0;
   opt.deterministic = true;  // the ordered mode: no red adds, the follower
-  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,122765335>");
+  CHECK(sm90_backward_sources(red_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,256983063>");
 
   std::string why;
   CHECK(sm90_backward_supports(p, &why));
