@@ -152,8 +152,8 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if ((o.bwd_flags < 0 && (f & sm90::kBwdDqFinish)) || (f & sm90::kBwdDqRed)) f &= ~sm90::kBwdDqFenceAtWriter;
   // dK through the dS^T buffers relies on the two-stage path's wait at each tile's start.
   if (!(f & sm90::kBwdDqTwoStage)) f &= ~sm90::kBwdDkInDs;
-  // dV in V's rows goes with dK in the dS^T buffers (the kernel's epilogue stages both that way).
-  if (!(f & sm90::kBwdDkInDs)) f &= ~sm90::kBwdDvInV;
+  // dV in V's rows goes with dK in the dS^T buffers, and leaves during the deferred last dQ job.
+  if (!(f & sm90::kBwdDkInDs) || !(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdDvInV;
   // The follower reads the ordered mode's semaphores, and the finish (pairs included) writes its
   // blocks already: elsewhere the bit would only name a copy of the kernel.
   if (!o.deterministic || (f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqFollow;

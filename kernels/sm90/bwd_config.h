@@ -217,10 +217,11 @@ constexpr int kBwdDqFinishMaxMeanLenK = 192;
 // (the consumers and the writer must agree): the partial-sum buffer is the second staging buffer
 // only without the finish, and a job is added from the registers only where nothing finishes it.
 GDPA_HD constexpr bool bwd_dq_two_stage(int flags) { return (flags & kBwdDqTwoStage) && !(flags & kBwdDqFinish); }
-// kBwdDvInV: where the kernel takes it, with kBwdDkInDs (the host clears it elsewhere); the producer
-// and the consumers must agree, since it moves V's release and the order of the K / V loads.
+// kBwdDvInV: where the kernel takes it, with kBwdDkInDs and kBwdDeferDq (dV is staged during the
+// tile's deferred last dQ job; the host clears it elsewhere); the producer and the consumers must
+// agree, since it moves V's release and the order of the K / V loads.
 GDPA_HD constexpr bool bwd_dv_in_v(int flags) {
-  return (flags & kBwdDvInV) && (flags & kBwdDkInDs) && bwd_dq_two_stage(flags);
+  return (flags & kBwdDvInV) && (flags & kBwdDkInDs) && (flags & kBwdDeferDq) && bwd_dq_two_stage(flags);
 }
 GDPA_HD constexpr bool bwd_dq_red(int flags) { return (flags & kBwdDqRed) && !(flags & kBwdDqFinish); }
 

@@ -1252,6 +1252,18 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     else
       run_steps(BoolConstant<false>{});
 
+    // Rows and head from the tile's start (no global reads here, in series with the stores).
+    const int rows_valid = ts.len_k - ts.n0 - 64 * cw, k_row = ts.k_row, kv_head = ts.kv_head;
+    const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
+    const float dv_scale = (kTwice ? 0.5f : 1.0f) * p.out_scale;
+    // kDvInV: dV leaves from our 64 rows of each V panel (a panel stride of kBwdBlockN rows), which
+    // only our own dP^T products read, the last one long done; staged while the tail's dQ product
+    // runs, so that V goes back to the producer at about the time K does.
+    auto store_dv_in_v = [&] {
+      store_block_tma<DTYPE, D, kBwdBlockN, kStmatrix>(dv, v_tile + 64 * cw * kSw128RowBytes, tm_dv, kv_head,
+                                                       k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
+                                                       rows_valid, dv_scale, f, tid, bar, false);
+    };
     if constexpr (kDefer) {  // the last step's dQ job, while K is still resident
       float dq[32];
       const int chunk = bwd_dq_owner_chunk<D>(step - 1, cw);
@@ -1260,8 +1272,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
           bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(step_of(true), chunk); });
         wait_ds_full<kDsFenceAtReader>(step - 1, bars);
         issue_dq<DTYPE, D>(dq, step - 1, chunk, ds_tiles, k_tile);
+        if constexpr (kDvInV) store_dv_in_v();
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
+      } else if constexpr (kDvInV) {
+        store_dv_in_v();
       }
       bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
           dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
@@ -1269,6 +1284,19 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       trace(kTrLastDqHanded, step - 1);
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
+    if constexpr (kDvInV) {
+      // V back to the producer once dV's reads are done: the TMA store's (this thread's only bulk
+      // group), or, for a block holding the sequence's last rows, each warp's own row copies.
+      if (rows_valid >= 64) {
+        if (tid == 0) {
+          ptx::bulk_wait_group_read<0>();
+          ptx::mbarrier_arrive_count(&bars->v.empty, 4);  // for the warpgroup's four warps
+        }
+      } else {
+        __syncwarp();
+        consumer_release(bars->v);
+      }
+    }
     kvc.advance();
 
     // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
@@ -1293,9 +1321,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // to another CTA's progress there (the partner, the earlier contributors), so that wait is not
     // saved, only moved, and adding dV's store to it measured 0.95-0.97x (and the dS^T buffers
     // instead 0.965-1.00x).
-    // Rows and head from the tile's start (no global reads here, in series with the stores).
-    const int rows_valid = ts.len_k - ts.n0 - 64 * cw, k_row = ts.k_row, kv_head = ts.kv_head;
-    const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
     // Two staging buffers: the one our next dQ job will use, whose previous job the writer has read
     // long ago (the tile's last job is in the other one); the next tile's start waits for these
     // stores (kTwo), or the end of this epilogue does (kBwdDqFinish, rank 0 of a pair).
@@ -1308,7 +1333,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // tile's last job, which rank 1 may not have read yet).
     const bool dk_after_dv = !kFinish || !spare || dq_stage.two;
     // One 64 x D block (dV or dK) through shared memory and the TMA unit (store_block_tma).
-    const float dv_scale = (kTwice ? 0.5f : 1.0f) * p.out_scale, dk_scale = p.logit_scale * p.out_scale;
+    const float dk_scale = p.logit_scale * p.out_scale;
     auto store_out = [&](const float(&acc)[D / 2], unsigned at, const ptx::TensorMap* map, void* grad, float scale,
                          bool wait_for_stores) {
       store_block_tma<DTYPE, D, 64, kStmatrix>(acc, at, map, kv_head, k_row + 64 * cw, out_rows(grad, k_row, kv_head),
@@ -1328,11 +1353,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // buffers (waiting only for this CTA's last dQ jobs), dK alone to the next job's buffer.
     const bool dv_in_ds = kPairDvInDs && dq_stage.two;
     if (kDvInV) {
-      // Our 64 rows of each V panel: only our own dP^T products read them, the last long done. No
-      // wait for the writer (kBwdDvInV).
-      store_block_tma<DTYPE, D, kBwdBlockN, kStmatrix>(dv, v_tile + 64 * cw * kSw128RowBytes, tm_dv, kv_head,
-                                                       k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
-                                                       rows_valid, dv_scale, f, tid, bar, false);
+      // dV has left during the tail (store_dv_in_v above).
     } else if (dv_in_ds) {
       store_out_in_ds(dv, tm_dv, p.dv, dv_scale);
     } else {
@@ -1346,15 +1367,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       store_out(dk, dv_stage, tm_dk, p.dk, dk_scale, false);
     } else if constexpr (kDkInDs) {  // the accumulator path: dK in the dS^T buffers, right after dV
       store_out_in_ds(dk, tm_dk, p.dk, dk_scale);
-      if constexpr (kDvInV) {
-        // V back to the producer once dV's store has read it: its TMA group is the older of this
-        // thread's two (partial blocks were copied by the threads, all done before the barrier
-        // that opened dK's staging; then no group was committed and the wait passes).
-        if (tid == 0) {
-          ptx::bulk_wait_group_read<1>();
-          ptx::mbarrier_arrive_count(&bars->v.empty, 4);  // for the warpgroup's four warps
-        }
-      }
     } else {
       if (!dk_after_dv) bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
       store_out(dk, dk_after_dv ? dv_stage : stage, tm_dk, p.dk, dk_scale, dk_after_dv);
