@@ -1257,8 +1257,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
     const float dv_scale = (kTwice ? 0.5f : 1.0f) * p.out_scale;
     // kDvInV: dV leaves from our 64 rows of each V panel (a panel stride of kBwdBlockN rows), which
-    // only our own dP^T products read, the last one long done; right after the tail (K goes back
-    // first), and V follows once the store has read it, before dK waits for the dS^T buffers.
+    // only our own dP^T products read, the last one long done; staged while the tail's dQ product
+    // runs, so that V goes back to the producer at about the time K does.
     auto store_dv_in_v = [&] {
       store_block_tma<DTYPE, D, kBwdBlockN, kStmatrix>(dv, v_tile + 64 * cw * kSw128RowBytes, tm_dv, kv_head,
                                                        k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
@@ -1272,8 +1272,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
           bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(step_of(true), chunk); });
         wait_ds_full<kDsFenceAtReader>(step - 1, bars);
         issue_dq<DTYPE, D>(dq, step - 1, chunk, ds_tiles, k_tile);
+        if constexpr (kDvInV) store_dv_in_v();
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
+      } else if constexpr (kDvInV) {
+        store_dv_in_v();
       }
       bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
           dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
@@ -1282,7 +1285,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     }
     consumer_release(bars->k);  // every dQ job of the tile has read K: the next tile may load
     if constexpr (kDvInV) {
-      store_dv_in_v();
       // V back to the producer once dV's reads are done: the TMA store's (this thread's only bulk
       // group), or, for a block holding the sequence's last rows, each warp's own row copies.
       if (rows_valid >= 64) {
