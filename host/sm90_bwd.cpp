@@ -154,6 +154,9 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (!(f & sm90::kBwdDqTwoStage)) f &= ~sm90::kBwdDkInDs;
   // dV in V's rows goes with dK in the dS^T buffers, and leaves during the deferred last dQ job.
   if (!(f & sm90::kBwdDkInDs) || !(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdDvInV;
+  // By default only where it measured faster (bwd_config.h kBwdDvInVMaxMeanLenK).
+  if (o.bwd_flags < 0 && p.batch() > 0 && p.total_k() > int64_t(sm90::kBwdDvInVMaxMeanLenK) * p.batch())
+    f &= ~sm90::kBwdDvInV;
   // The follower reads the ordered mode's semaphores, and the finish (pairs included) writes its
   // blocks already: elsewhere the bit would only name a copy of the kernel.
   if (!o.deterministic || (f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqFollow;

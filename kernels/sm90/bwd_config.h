@@ -231,6 +231,14 @@ GDPA_HD constexpr bool bwd_dq_red(int flags) { return (flags & kBwdDqRed) && !(f
 // 1024), but 0.97-0.98x at s = 0.5 L = 512 (mean Lk 256) and 0.97-1.01x at s = 0.5 L = 256 (128).
 constexpr int kBwdDqRedMinMeanLenK = 384;
 
+// kBwdDvInV by default only up to this mean KV length. Interleaved against the same kernel without
+// it, two rounds in both orders (thirty-second session, `ab-dvinv2-*`): self s = 1 L = 512 / 1024
+// / 2048 1.009-1.010 / 0.998-1.002 / 0.984-0.986x, s = 0.5 L = 512 / 1024 / 2048 (mean Lk about
+// 256 / 512 / 1024) 1.018 / 1.017-1.018 / 1.010-1.012x. The trace at self s = 1 L = 512 has the
+// step 0.7 % longer with it (4528 against 4497 cycles), which a 32-step tile does not earn back.
+// Means between 1024 and 2048 were not measured.
+constexpr int kBwdDvInVMaxMeanLenK = 1536;
+
 // kBwdPair by default only where the mean query length is at least this (four steps per KV tile).
 // Measured on the seed's sets (H200, against the same kernel without pairs): cross Lk = 256 at
 // Lq = 512 / 1024 / 2048 1.04 / 1.11 / 1.18x, where each KV tile runs 8-32 steps and rank 0 stays

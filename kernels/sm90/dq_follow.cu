@@ -102,7 +102,12 @@ __global__ void __launch_bounds__(kFollowThreads) gdpa_bwd_dq_follow(const __gri
   for (unsigned q = 0;; ++q) {  // chunks consumed
     const int s = int(q % kFollowStages);
     ptx::mbarrier_wait(&full[s], (q / kFollowStages) & 1u);
-    const int chunk_id = slot_chunk[s];
+    // Read by lane 0 alone and passed on by a shuffle: the slot's next header is written once the
+    // warps' lane 0 have arrived on `empty`, and racecheck orders a read before that write only in
+    // the arriving thread itself (a read by another lane, ordered by __syncwarp, it reports).
+    int chunk_id = 0;
+    if (ptx::lane_id() == 0) chunk_id = slot_chunk[s];
+    chunk_id = __shfl_sync(0xffffffffu, chunk_id, 0);
     if (chunk_id < 0) break;
     const int c = chunk_id % kChunks;
     const DqConvertItem it = items[chunk_id / kChunks];

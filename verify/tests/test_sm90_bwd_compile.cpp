@@ -224,13 +224,13 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324127>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
   // accumulator with two staging buffers and the dQ job first (kBwdDqFirst, 8192, with the writer's
-  // fence), and the follower.
+  // fence), the follower and dV staged in V's rows (kBwdDvInV, 134217728).
   CHECK(sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 256}), opt)[0].name_expression ==
-        "gdpa::sm90::gdpa_bwd<0,128,3,0,122773527>");
+        "gdpa::sm90::gdpa_bwd<0,128,3,0,256991255>");
   opt.bwd_flags_drop = kBwdDqFinish;  // no finishing code, so no pairs either; two staging buffers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,122773527>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,256991255>");
   opt.bwd_flags_drop = kBwdDqFinish | kBwdDqFenceAtWriter;  // every thread fences: no dQ job first either
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,105988119>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,240205847>");
   opt.bwd_flags_drop = 0;
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
