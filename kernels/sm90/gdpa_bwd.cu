@@ -1264,9 +1264,10 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
                                                        k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
                                                        rows_valid, dv_scale, f, tid, bar, false);
     };
-    // V once dV's reads are done: the TMA store's (this thread's only bulk group), or, for a block
-    // holding the sequence's last rows, each warp's own row copies.
-    auto release_v = [&] {
+    auto release_k_and_v = [&] {
+      consumer_release(bars->k);
+      // V once dV's reads are done: the TMA store's (this thread's only bulk group), or, for a
+      // block holding the sequence's last rows, each warp's own row copies.
       if (rows_valid >= 64) {
         if (tid == 0) {
           ptx::bulk_wait_group_read<0>();
@@ -1291,20 +1292,16 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       } else if constexpr (kDvInV) {
         store_dv_in_v();
       }
-      // kDvInV: K goes back before the hand-over (which may wait for the writer): the dQ product
-      // was its last reader. V after it, so that waiting for dV's store to read V's rows does not
-      // hold up the hand-over.
-      if constexpr (kDvInV) consumer_release(bars->k);
+      // kDvInV: K and V go back before the hand-over (which may wait for the writer): the dQ
+      // product was K's last reader, and V's rows have been read by dV's store or its row copies.
+      if constexpr (kDvInV) release_k_and_v();
       bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
           dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
           trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
     // every dQ job of the tile has read K: the next tile may load (kDvInV: released above)
-    if constexpr (kDvInV)
-      release_v();
-    else
-      consumer_release(bars->k);
+    if constexpr (!kDvInV) consumer_release(bars->k);
     kvc.advance();
 
     // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
