@@ -921,7 +921,8 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 // its own commit group, and after waiting for it alone (wait_group 1) the warpgroup gives the dS
 // buffer back and hands the job over while 6 still runs; then it waits for 6.
 // V is released at step 3 of the tile's last step (dP^T is its only reader); with kBwdDeferDq the
-// tile then runs the dQ job of its last step; then K is released, and dV, dK leave through the
+// tile then runs the dQ job of its last step; then K is released (kBwdDvInV: dV is staged in our
+// rows of V during that job, and K and V go back before its hand-over), and dV, dK leave through the
 // warpgroup's partial-sum or dQ staging buffer, or dK through its halves of the dS^T buffers
 // (kBwdDkInDs; the epilogue below says which).
 //
@@ -1122,8 +1123,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         }
         ptx::fence_operand(dp_acc);
         // dP^T is V's only reader: after the tile's last one, the producer may load the next tile's
-        // V while this tile's last dV / dK / dQ products and its epilogue still run (kDvInV: once
-        // the epilogue's dV store has read our rows of it).
+        // V while this tile's last dV / dK / dQ products and its epilogue still run (kDvInV: in
+        // the tail, once dV's store has read our rows of it).
         if (!kDvInV && ls == ts.steps - 1) consumer_release(bars->v);
         if (kEarlyAct)
           dact_to_ds<DTYPE>(s_acc, dp_acc, dsk);
