@@ -236,7 +236,7 @@ constexpr int kBwdDqRedMinMeanLenK = 384;
 
 // kBwdDvInV by default only up to this mean KV length. Interleaved against the same kernel without
 // it, two rounds in both orders (thirty-second session, `ab-dvinv2b-*`): self s = 1 L = 512 / 1024
-// 1.020-1.025 / 1.002x, s = 0.5 L = 512 / 1024 / 2048 (mean Lk about 256 / 512 / 1024) 1.028-1.032
+// 1.020-1.025 / 1.002x, s = 0.5 L = 512 / 1024 / 2048 (mean Lk about 256 / 512 / 1024) 1.029-1.032
 // / 1.028 / 1.016-1.018x; at self s = 1 L = 2048 (32 steps per tile, where a tile's end weighs
 // least) 0.991-0.997x (`ab-dvinv2b-l2048-*`). Means between 1024 and 2048 were not measured.
 constexpr int kBwdDvInVMaxMeanLenK = 1536;
