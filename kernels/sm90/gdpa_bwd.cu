@@ -1285,9 +1285,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       if (chunk >= 0) {
         if (kFinish && !kPair)
           bwd_dq_announce<D>(step - 1, cw, bars, [&] { return job_header(step_of(true), chunk); });
+        if constexpr (kDvInV) store_dv_in_v();
         wait_ds_full<kDsFenceAtReader>(step - 1, bars);
         issue_dq<DTYPE, D>(dq, step - 1, chunk, ds_tiles, k_tile);
-        if constexpr (kDvInV) store_dv_in_v();
         ptx::wgmma_wait<0>();
         ptx::fence_operand(dq);
       } else if constexpr (kDvInV) {
