@@ -413,7 +413,7 @@ ABLATIONS = (
              (("sm90-no-early-act", "both products waited for first"),)),
     Ablation("dk-in-ds", "Backward: dK staged in the dS^T buffers at a tile's end (accumulator path)",
              (("sm90-no-dk-in-ds", "dK after dV through dV's buffer"),)),
-    Ablation("dv-in-v", "Backward: dV staged in V's rows during a tile's last dQ product (accumulator path)",
+    Ablation("dv-in-v", "Backward: dV staged in V's rows at a tile's last dQ job (accumulator path)",
              (("sm90-no-dv-in-v", "dV in the next dQ job's buffer, after the writer"),)),
     Ablation("pair-two-stage", "Backward: rank 0 of a KV-tile pair stages its dQ jobs in two buffers (pairs)",
              (("sm90-no-pair-two-stage", "one buffer, back once rank 1 has read the copy (dV in the spare buffer)"),)),

@@ -172,15 +172,16 @@ enum BwdFlags : int {
   // 1.026-1.042x at s = 0.5 L >= 512. How many SMs: host/sm90_bwd.cpp sm90_bwd_follow_sms.
   kBwdDqFollow = 1 << 26,
   // Accumulator path with kBwdDkInDs and kBwdDeferDq only: a tile's dV is staged in this
-  // warpgroup's own 64 rows of the V tile, which nothing reads after its own last dP^T product,
-  // during the tile's deferred last dQ product, instead of after it in the dQ staging buffer of its
-  // next job, which it may take only once the writer has read the job before (in the deterministic
-  // order that add waits for other CTAs' adds of the same block: the trace put 1.98k cycles on "dV
-  // staged and stored" of a 2.8k-cycle epilogue at self s = 1 L = 512). K and V then go back to the
-  // producer before the dQ hand-over (K once the dQ product is done, V once dV's store has read its
-  // rows), and the producer loads the next tile's K before its V. Same bits. Three placements that
-  // lost are in PERF_NOTES (thirty-second session): dV in the epilogue with V back after dK (the next
-  // tile's V 1.8k cycles late), right after the tail, and V back after the hand-over.
+  // warpgroup's own 64 rows of the V tile, which nothing reads after its own last dP^T product, at
+  // the start of the tile's deferred last dQ job (before its wait for the other warpgroup's last
+  // dS^T, where the leading warpgroup waits anyway), instead of after that job in the dQ staging
+  // buffer of its next job, which it may take only once the writer has read the job before (in the
+  // deterministic order that add waits for other CTAs' adds of the same block: the trace put 1.98k
+  // cycles on "dV staged and stored" of a 2.8k-cycle epilogue at self s = 1 L = 512). K and V then
+  // go back to the producer before the dQ hand-over (K once the dQ product is done, V once dV's
+  // store has read its rows), and the producer loads the next tile's K before its V. Same bits.
+  // Five placements that lost are in PERF_NOTES (thirty-second session); V given back any later
+  // than this leaves the next tile waiting for it (its load takes about 1.8k cycles).
   kBwdDvInV = 1 << 27,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
@@ -235,10 +236,11 @@ GDPA_HD constexpr bool bwd_dq_red(int flags) { return (flags & kBwdDqRed) && !(f
 constexpr int kBwdDqRedMinMeanLenK = 384;
 
 // kBwdDvInV by default only up to this mean KV length. Interleaved against the same kernel without
-// it, two rounds in both orders (thirty-second session, `ab-dvinv2b-*`): self s = 1 L = 512 / 1024
-// 1.020-1.025 / 1.002x, s = 0.5 L = 512 / 1024 / 2048 (mean Lk about 256 / 512 / 1024) 1.029-1.032
-// / 1.028 / 1.016-1.018x; at self s = 1 L = 2048 (32 steps per tile, where a tile's end weighs
-// least) 0.991-0.997x (`ab-dvinv2b-l2048-*`). Means between 1024 and 2048 were not measured.
+// it, two rounds in both orders (thirty-second session, `ab-dvinv2d-*`): self s = 1 L = 512 / 1024
+// 1.038-1.045 / 1.007-1.009x, s = 0.5 L = 512 / 1024 / 2048 (mean Lk about 256 / 512 / 1024)
+// 1.034-1.039 / 1.031-1.033 / 1.022x. At self s = 1 L = 2048 (32 steps per tile, where a tile's end
+// weighs least) every earlier placement lost 0.3-2 % (`results/dv-in-v-forms/`); this one was not
+// measured there. Means between 1024 and 2048 were not measured.
 constexpr int kBwdDvInVMaxMeanLenK = 1536;
 
 // kBwdPair by default only where the mean query length is at least this (four steps per KV tile).

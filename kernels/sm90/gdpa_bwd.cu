@@ -922,7 +922,7 @@ __device__ __forceinline__ void bwd_wait_staging_idle(BwdBarriers* bars, int cw,
 // buffer back and hands the job over while 6 still runs; then it waits for 6.
 // V is released at step 3 of the tile's last step (dP^T is its only reader); with kBwdDeferDq the
 // tile then runs the dQ job of its last step; then K is released (kBwdDvInV: dV is staged in our
-// rows of V during that job, and K and V go back before its hand-over), and dV, dK leave through the
+// rows of V at that job's start, and K and V go back before its hand-over), and dV, dK leave through the
 // warpgroup's partial-sum or dQ staging buffer, or dK through its halves of the dS^T buffers
 // (kBwdDkInDs; the epilogue below says which).
 //
@@ -1258,8 +1258,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     const int tid = ptx::thread_x_fresh() - 128 * (cw + 1), bar = kBwdBarEpilogueBase + cw;
     const float dv_scale = (kTwice ? 0.5f : 1.0f) * p.out_scale;
     // kDvInV: dV leaves from our 64 rows of each V panel (a panel stride of kBwdBlockN rows), which
-    // only our own dP^T products read, the last one long done; staged while the tail's dQ product
-    // runs, so that V goes back to the producer at about the time K does.
+    // only our own dP^T products read, the last one long done. Staged before the tail's wait for
+    // the other warpgroup's last dS^T (the leading warpgroup waits there anyway), so that the
+    // store's read runs under that wait and the dQ product, and V goes back about when K does.
     auto store_dv_in_v = [&] {
       store_block_tma<DTYPE, D, kBwdBlockN, kStmatrix>(dv, v_tile + 64 * cw * kSw128RowBytes, tm_dv, kv_head,
                                                        k_row + 64 * cw, out_rows(p.dv, k_row, kv_head), int(k_stride),
