@@ -37,7 +37,12 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
     f &= ~(sm90::kFwdWholeBatchBranch | sm90::kFwdStmatrixO | sm90::kFwdNarrowLastBlock);
   if (o.softmax) f = (f & ~sm90::kFwdNarrowLastBlock) | sm90::kFwdSoftmax;
   if (!o.fwd_trace.empty()) f |= sm90::kFwdTrace;
-  if (p.logit_scale == 1.0f && !o.softmax) f |= sm90::kFwdUnitLogitScale;
+  // Set exactly when logit_scale == 1 (explicit flags too: with another scale the bit would skip
+  // the multiply and give a wrong O without a word); the softmax variant never takes it.
+  if (p.logit_scale == 1.0f && !o.softmax)
+    f |= sm90::kFwdUnitLogitScale;
+  else
+    f &= ~sm90::kFwdUnitLogitScale;
   if (!o.softmax) f = sm90_with_act_mix(f, o, p, false);
   // The narrow last block only where some sequence's last key block holds 1..64 keys (its second
   // step form costs the others), and only in the kernels that keep their registers with it (the

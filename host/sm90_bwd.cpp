@@ -115,7 +115,12 @@ namespace {
 // multiply before the activation (the same specialisation as the forward's).
 int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags & ~o.bwd_flags_drop : o.bwd_flags;
-  if (p.logit_scale == 1.0f) f |= sm90::kBwdUnitLogitScale;
+  // Set exactly when logit_scale == 1, explicit flags too: the kernel then skips the multiply, so
+  // the bit with any other scale would give wrong gradients without a word.
+  if (p.logit_scale == 1.0f)
+    f |= sm90::kBwdUnitLogitScale;
+  else
+    f &= ~sm90::kBwdUnitLogitScale;
   // Finishing a block in the kernel needs to know its last contributor: only the fixed order has one.
   if (!o.deterministic) f &= ~sm90::kBwdDqFinish;
   // The default uses it only where it measured faster (bwd_config.h kBwdDqFinishMaxMeanLenK).

@@ -30,14 +30,15 @@ const char* kHelp =
     "  (B = 8, L = 256) instead. --save DIR writes inputs and outputs of the check as .npy.\n";
 
 int run_cpu_only(const Args& a, const std::string& why) {
-  std::printf("no usable GPU (%s)\n", why.c_str());
-  std::puts("the fast kernels need an NVIDIA GPU with sm_90 (Hopper); running the fp64 CPU reference instead");
   ProblemDefaults d;
   d.batch = 8;
   d.len = 256;
+  // The problem is checked first, so that bad input gets its error alone, not after a promise to run.
   const ProblemDesc p = problem_from_args(a, d);
   const bool backward = !a.has("no-backward") && p.kv_index.empty();
   validate(p, -1, -1, backward);
+  std::printf("no usable GPU (%s)\n", why.c_str());
+  std::puts("the fast kernels need an NVIDIA GPU with sm_90 (Hopper); running the fp64 CPU reference instead");
   const HostInputs in = make_inputs(p, seed_from_args(a), backward);
   const std::vector<float> q = to_float(in.q, p.dtype), k = to_float(in.k, p.dtype), v = to_float(in.v, p.dtype);
   const size_t nq = size_t(p.total_q()) * p.q_row(), nk = size_t(p.total_k()) * p.k_row();

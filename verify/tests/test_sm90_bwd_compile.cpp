@@ -15,11 +15,13 @@
 
 #include "../../host/compile.h"
 #include "../../host/generator.h"
+#include "../../host/sm90.h"
 #include "../../host/scheduler.h"
 #include "../../host/registry.h"
 #include "../../host/sm90_bwd.h"
 #include "../../kernels/common/masks.cuh"
 #include "../../kernels/sm90/bwd_config.h"
+#include "../../kernels/sm90/fwd_config.h"
 #include "sass_tools.h"
 
 using namespace gdpa;
@@ -190,6 +192,24 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.kv_index = {0};
   CHECK_FALSE(sm90_backward_supports(p, &why));
   CHECK(why.find("forward-only") != std::string::npos);
+}
+
+TEST_CASE("sm90: the unit logit-scale specialisation follows the problem, explicit flags too") {
+  // The bit makes the kernels skip the logit multiply: with any other scale it would give wrong
+  // results without an error, so the host sets it exactly when logit_scale == 1.
+  ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskNone, {300, 200}, {300, 200}, 4, 4);
+  Sm90Options o;
+  o.bwd_flags = kBwdDefaultFlags | kBwdUnitLogitScale;
+  o.fwd_flags = kFwdDefaultFlags | kFwdUnitLogitScale;
+  auto last = [](const std::string& n) { return std::stoi(n.substr(n.rfind(',') + 1)); };
+  CHECK((last(sm90_backward_sources(p, o)[0].name_expression) & kBwdUnitLogitScale) != 0);
+  CHECK((last(sm90_kernel_sources(p, o, false)[0].name_expression) & kFwdUnitLogitScale) != 0);
+  p.logit_scale = 0.5f;
+  CHECK((last(sm90_backward_sources(p, o)[0].name_expression) & kBwdUnitLogitScale) == 0);
+  CHECK((last(sm90_kernel_sources(p, o, false)[0].name_expression) & kFwdUnitLogitScale) == 0);
+  o.bwd_flags = o.fwd_flags = -1;
+  CHECK((last(sm90_backward_sources(p, o)[0].name_expression) & kBwdUnitLogitScale) == 0);
+  CHECK((last(sm90_kernel_sources(p, o, false)[0].name_expression) & kFwdUnitLogitScale) == 0);
 }
 
 TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequence has two") {
