@@ -137,10 +137,15 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.
   if (!(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdDqTmaStore;
-  // Tile records by default only where dQ is finished in the kernel (the short-KV sets, a few steps
-  // per tile): interleaved against the tile list and offsets, s = 0.5 L = 256 1.02x, the pair sets
-  // 1.00x, but the accumulator path's s = 0.5 L = 1024 / 2048 0.99 / 0.98x (not explained).
-  if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish)) f &= ~sm90::kBwdTileRecords;
+  // Tile records by default where dQ is finished in the kernel (the short-KV sets, a few steps per
+  // tile: s = 0.5 L = 256 1.02x, the pair sets 1.00x), and on the deterministic accumulator path
+  // only where no KV tile has an empty half and the mean Lk is at most kBwdAccRecordsMaxMeanLenK
+  // (bwd_config.h: 1.02x at self s = 1 L = 512 / 1024 since dV is staged in V's rows; 0.99-1.01x
+  // at s = 0.5). The unordered mode was not measured with them: it keeps the tile list.
+  if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish) &&
+      (!o.deterministic || sm90_bwd_has_empty_half(p) ||
+       p.total_k() > int64_t(sm90::kBwdAccRecordsMaxMeanLenK) * p.batch()))
+    f &= ~sm90::kBwdTileRecords;
   // The second dQ staging buffer is the partial-sum buffer, which the finish needs: the kernel
   // ignores the bit there, so it is cleared rather than naming a copy of the same kernel.
   if (f & sm90::kBwdDqFinish) f &= ~sm90::kBwdDqTwoStage;

@@ -137,7 +137,9 @@ enum BwdFlags : int {
   kBwdSkipEmptyHalf = 1 << 22,
   // Every role reads a work tile from the host's record (BwdTileRecord) instead of deriving it
   // from the tile list and the offsets (two dependent loads and the mask's query range): the
-  // trace put 0.9-1.2k cycles of each tile boundary before a consumer had its tile.
+  // trace put 0.9-1.2k cycles of each tile boundary before a consumer had its tile. The host's
+  // default: where dQ is finished in the kernel, and on the deterministic accumulator path where
+  // it measured faster (kBwdAccRecordsMaxMeanLenK below).
   kBwdTileRecords = 1 << 23,
   // A dQ job staged for the writer (its bulk reduce or copy, a finished block's TMA store, a pair's
   // copy to rank 1) is published by the consumers' plain dq_full arrival, and the writer's lane 0
@@ -239,9 +241,19 @@ constexpr int kBwdDqRedMinMeanLenK = 384;
 // it, two rounds in both orders (thirty-second session, `ab-dvinv2d-*`): self s = 1 L = 512 / 1024
 // 1.038-1.045 / 1.007-1.009x, s = 0.5 L = 512 / 1024 / 2048 (mean Lk about 256 / 512 / 1024)
 // 1.034-1.039 / 1.031-1.033 / 1.022x. At self s = 1 L = 2048 (32 steps per tile, where a tile's end
-// weighs least) every earlier placement lost 0.3-2 % (`results/dv-in-v-forms/`); this one was not
-// measured there. Means between 1024 and 2048 were not measured.
+// weighs least) every earlier placement lost 0.3-2 % (`results/dv-in-v-forms/`), and this one
+// measured 0.995 / 1.000x (thirty-third session, explicit flags, `ab-dvinv2d-l2048-*`): no gain
+// there, so the limit stays. Means between 1024 and 2048 were not measured.
 constexpr int kBwdDvInVMaxMeanLenK = 1536;
+
+// kBwdTileRecords on the accumulator path by default only up to this mean KV length, and only where
+// no KV tile has an empty half (host/sm90_bwd.cpp). Interleaved against the tile list and offsets
+// on the kernels with kBwdDvInV, two rounds in both orders (thirty-third session, `ab-accrec-*`):
+// self s = 1 L = 512 / 1024 1.017-1.025 / 1.021-1.022x, L = 2048 0.997-1.000x; s = 0.5 L = 512 /
+// 1024 / 2048 (every kernel there carries the empty-half path) 1.006 / 1.002-1.003 / 0.993x. The
+// twenty-fifth and twenty-ninth sessions had measured 0.98-1.00x on this path before dV moved into
+// V's rows. Why the s = 0.5 sets do not gain is not known.
+constexpr int kBwdAccRecordsMaxMeanLenK = 1536;
 
 // kBwdPair by default only where the mean query length is at least this (four steps per KV tile).
 // Measured on the seed's sets (H200, against the same kernel without pairs): cross Lk = 256 at

@@ -194,6 +194,39 @@ TEST_CASE("sm90 backward: variant names and support") {
   CHECK(why.find("forward-only") != std::string::npos);
 }
 
+TEST_CASE("sm90 backward: tile records on the accumulator path only where they measured faster") {
+  // bwd_config.h kBwdAccRecordsMaxMeanLenK: deterministic, no KV tile with an empty half, mean Lk
+  // at most 1536 (self s = 1 L = 512 / 1024); not at s = 0.5 (empty halves), not above the mean,
+  // not in the unordered mode. Where dQ is finished in the kernel they stay on.
+  auto flags = [](const ProblemDesc& p, const Sm90Options& o) {
+    const std::string n = sm90_backward_sources(p, o)[0].name_expression;
+    return std::stoi(n.substr(n.rfind(',') + 1));
+  };
+  Sm90Options o;
+  const ProblemDesc whole = problem(kBF16, 128, kFastGelu, kMaskNone, {512, 1024, 512}, {512, 1024, 512}, 4, 4);
+  CHECK((flags(whole, o) & kBwdDqFinish) == 0);
+  CHECK((flags(whole, o) & kBwdTileRecords) != 0);
+  // Jagged lengths whose last KV tiles hold more than 64 keys (1000 = 7 x 128 + 104): on.
+  const ProblemDesc jagged = problem(kBF16, 128, kFastGelu, kMaskNone, {512, 1000, 512}, {512, 1000, 512}, 4, 4);
+  CHECK_FALSE(sm90_bwd_has_empty_half(jagged));
+  CHECK((flags(jagged, o) & kBwdTileRecords) != 0);
+  const ProblemDesc half = problem(kBF16, 128, kFastGelu, kMaskNone, {512, 576, 512}, {512, 576, 512}, 4, 4);
+  CHECK(sm90_bwd_has_empty_half(half));  // 576 = 4 x 128 + 64
+  CHECK((flags(half, o) & kBwdTileRecords) == 0);
+  const int over = kBwdAccRecordsMaxMeanLenK + 128;
+  const ProblemDesc long_kv = problem(kBF16, 128, kFastGelu, kMaskNone, {over, over}, {over, over}, 4, 4);
+  CHECK((flags(long_kv, o) & kBwdTileRecords) == 0);
+  o.deterministic = false;
+  CHECK((flags(whole, o) & kBwdTileRecords) == 0);
+  o.deterministic = true;
+  o.bwd_flags_drop = kBwdTileRecords;  // the ablation
+  CHECK((flags(whole, o) & kBwdTileRecords) == 0);
+  o.bwd_flags_drop = 0;
+  const ProblemDesc short_kv = problem(kBF16, 128, kFastGelu, kMaskNone, {100, 60}, {100, 60}, 4, 4);
+  CHECK((flags(short_kv, o) & kBwdDqFinish) != 0);
+  CHECK((flags(short_kv, o) & kBwdTileRecords) != 0);
+}
+
 TEST_CASE("sm90: the unit logit-scale specialisation follows the problem, explicit flags too") {
   // The bit makes the kernels skip the logit multiply: with any other scale it would give wrong
   // results without an error, so the host sets it exactly when logit_scale == 1.
