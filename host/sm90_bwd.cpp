@@ -189,7 +189,7 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
       p.total_q() * int64_t(p.group()) <=
           int64_t(sm90::kBwdUndeferredMaxStepsPerTile) * sm90::kBwdBlockM * p.batch())
     f &= ~sm90::kBwdDeferDq;
-  // The kernel issues the dQ job first only at D = 128 (gdpa_bwd.cu, kDqFirst): one kernel per
+  // The kernel issues the dQ job first only at D = 128 (bwd_consumer.cuh, kDqFirst): one kernel per
   // behaviour.
   if (p.head_dim != 128) f &= ~sm90::kBwdDqFirst;
   // The activation under the dP^T product paid where dQ is finished in the kernel (pairs, the

@@ -10,7 +10,7 @@
 namespace gdpa {
 
 // Every (query tile, head) dQ block of `p` once, with the number of KV tiles that add to it (the
-// relation the writer's semaphore count uses: gdpa_bwd.cu job_header), sorted by the position in
+// relation the writer's semaphore count uses: bwd_consumer.cuh job_header), sorted by the position in
 // `tiles` (the list the persistent grid walks in rounds) of its last contributor in KV order, the
 // tile whose add completes the block; blocks nobody adds to come first. The follower's CTAs take
 // the items from one counter in this order, so they wait for blocks roughly in the order the

@@ -295,7 +295,7 @@ static_assert(sizeof(BwdTileRecord) == 64, "three aligned 16-byte loads per reco
 
 // KV tile n0 / BlockN of sequence b (kv head `kv_head`, its keys from global row k_begin, its
 // queries from q_begin), as a record: the host's (backward_records) and the kernel's own
-// derivation without kBwdTileRecords (gdpa_bwd.cu bwd_tile) are this one function. The query
+// derivation without kBwdTileRecords (bwd_common.cuh bwd_tile) are this one function. The query
 // tiles are those whose rows see some key of [n0, min(n0 + BlockN, Lk)): the relation the
 // scheduler uses for the tile's work, so all agree on the step count.
 GDPA_HD BwdTileRecord bwd_tile_record(int mask, int b, int kv_head, int n0, int k_begin, int len_k, int q_begin,
@@ -322,7 +322,7 @@ GDPA_HD BwdTileRecord bwd_tile_record(int mask, int b, int kv_head, int n0, int 
 }
 
 constexpr int kBwdQStages = 2;   // Q + dO ring depth
-constexpr int kBwdDsStages = 2;  // dS^T exchange buffers (see gdpa_bwd.cu, "dS exchange")
+constexpr int kBwdDsStages = 2;  // dS^T exchange buffers (see bwd_consumer.cuh, "dS exchange")
 
 // dQ is produced in jobs of 64 query rows x 64 head-dim columns: one m64n64 wgmma accumulator of
 // one consumer warpgroup, 4096 floats, reduced into global memory by one 16 KB bulk add.
@@ -469,7 +469,7 @@ constexpr int kBwdTraceSlots = 4096;  // records per (CTA, role); later events a
 //               the warpgroup finishes (kBwdDqFinish; with kBwdPair: the partner's part), or, with
 //               kBwdDqTwoStage, every other dQ job of the warpgroup; and at a work tile's end, where
 //               nothing else needs it, the staged dV block, and without kBwdDqFinish dK after it,
-//               for their TMA stores (gdpa_bwd.cu, the epilogue). At D = 128 this uses up the 227 KB.
+//               for their TMA stores (bwd_consumer.cuh, the epilogue). At D = 128 this uses up the 227 KB.
 struct BwdSmemPlan {
   int kv_bytes, q_bytes, ds_bytes;
   int k_off, v_off, q_off, do_off, ds_off, dq_off, partial_off, bar_off, total;
@@ -491,7 +491,7 @@ GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
   // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; per consumer
   // warpgroup two dQ full/empty pairs (one per buffer of kBwdDqTwoStage), two announcement
   // barriers, a partial-sum barrier and the kBwdPair full/empty pair; then two 40-byte dQ job
-  // headers per consumer warpgroup (gdpa_bwd.cu, DqJobHeader).
+  // headers per consumer warpgroup (bwd_common.cuh, DqJobHeader).
   s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 9 * kBwdConsumerWarpgroups) +
             2 * 40 * kBwdConsumerWarpgroups;
   return s;

@@ -1,5 +1,5 @@
 // dq_semaphore.cuh — the deterministic mode's per-block dQ semaphores, shared by the backward's
-// writer (gdpa_bwd.cu) and the dQ follower (dq_follow.cu).
+// writer (bwd_dq_writer.cuh) and the dQ follower (dq_follow.cu).
 //
 // The dQ block of (query tile, head) receives one add per KV tile that sees the query tile; its
 // semaphore counts the adds done. The CTA of KV tile n waits until the count equals the number of
