@@ -146,6 +146,8 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
       (!o.deterministic || sm90_bwd_has_empty_half(p) ||
        p.total_k() > int64_t(sm90::kBwdAccRecordsMaxMeanLenK) * p.batch()))
     f &= ~sm90::kBwdTileRecords;
+  // The records over the lanes read the host's records: without them the bit would only name a copy.
+  if (!(f & sm90::kBwdTileRecords)) f &= ~sm90::kBwdRecordLanes;
   // The second dQ staging buffer is the partial-sum buffer, which the finish needs: the kernel
   // ignores the bit there, so it is cleared rather than naming a copy of the same kernel.
   if (f & sm90::kBwdDqFinish) f &= ~sm90::kBwdDqTwoStage;

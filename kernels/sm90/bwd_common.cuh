@@ -101,6 +101,20 @@ __device__ __forceinline__ BwdTile bwd_tile(const GdpaParams& p, int index) {
   }
 }
 
+// kBwdRecordLanes: field lane % 16 of the record of tile list entry `index` (one register per
+// thread; all lanes of a warp read the same 64 bytes), and the tile from those fields, gathered by
+// shuffles (so every field is warp-uniform, as bwd_consumer wants).
+template <bool PAIR>
+__device__ __forceinline__ int bwd_record_field(const GdpaParams& p, int index) {
+  constexpr int kFields = int(sizeof(BwdTileRecord) / sizeof(int));
+  static_assert(kFields == 16, "lane l of a warp loads field l % 16");
+  return static_cast<const int*>(p.tile_records)[kFields * bwd_record_index<PAIR>(index) + (ptx::lane_id() & 15)];
+}
+__device__ __forceinline__ BwdTile bwd_tile_from_lanes(int field) {
+  auto lane = [&](int l) { return __shfl_sync(0xffffffffu, field, l); };
+  return BwdTile{{lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7), lane(8), lane(9)}};
+}
+
 // Step `ls` (0-based within the tile) visits query head kv_head * G + g and query tile m; heads are
 // the outer loop so consecutive steps of one head stream neighbouring Q / dO rows.
 struct BwdStep {

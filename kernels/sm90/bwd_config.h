@@ -185,6 +185,15 @@ enum BwdFlags : int {
   // Five placements that lost are in PERF_NOTES (thirty-second session); V given back any later
   // than this leaves the next tile waiting for it (its load takes about 1.8k cycles).
   kBwdDvInV = 1 << 27,
+  // Experimental (thirty-third session: built and compiled clean, not yet run; not in the default):
+  // with kBwdTileRecords, each consumer thread loads field lane % 16 of the NEXT tile's record at
+  // the end of the current tile's steps, and the next tile's top gathers the fields by shuffles
+  // (the forward's kFwdRecordLanes). The trace puts 0.8-1.0k cycles of each tile start before the
+  // scalars are in, with K and V already there; loaded in the tail, the record arrives under the
+  // tail and the epilogue (2.5k + 0.9k cycles at self s = 1 L = 512), and its one register lives
+  // only there, not through the steps (the twenty-fifth session's load a tile ahead cost the long
+  // sets 1 % and spilled in three check-matrix kernels).
+  kBwdRecordLanes = 1 << 28,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
@@ -192,7 +201,8 @@ enum BwdFlags : int {
   kBwdAllFlags = kBwdDeferDq | kBwdUnitLogitScale | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdPair |
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
-                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV,
+                 kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV |
+                 kBwdRecordLanes,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

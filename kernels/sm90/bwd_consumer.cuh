@@ -83,6 +83,15 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   BwdTurns<FLAGS>::start(cw);
 
   const BwdWalk<kPair> walk;
+  // kBwdRecordLanes: this thread's field of the next tile's record (bwd_record_field), loaded at
+  // the end of each tile's steps, or before an empty tile's zeros; an index past the CTA's last
+  // tile reloads the current one, so the load needs no predicate.
+  constexpr bool kLanes = (FLAGS & kBwdRecordLanes) != 0 && kRecords;
+  int next_field = 0;
+  if (kLanes && walk.first < p.num_tiles) next_field = bwd_record_field<kPair>(p, walk.first);
+  auto load_next_record = [&](int it) {
+    if constexpr (kLanes) next_field = bwd_record_field<kPair>(p, it + walk.stride < p.num_tiles ? it + walk.stride : it);
+  };
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
     // Row 0 of this warpgroup's 64 keys in dK / dV.
     auto out_rows = [&](void* grad, int k_row, int kv_head) {
@@ -90,12 +99,17 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     };
     BwdTileScalars ts;
     {
-      // Each field through a lane-0 shuffle, so that ptxas knows it is warp-uniform.
-      const BwdTile r = bwd_tile<MASK, kPair, kRecords>(p, it);
+      // Each field through a lane-0 shuffle, so that ptxas knows it is warp-uniform (kBwdRecordLanes:
+      // the gathering shuffles do that).
       auto uniform = [](int v) { return __shfl_sync(0xffffffffu, v, 0); };
-      const BwdTile t{{uniform(r.batch), uniform(r.kv_head), uniform(r.n0), uniform(r.k_row), uniform(r.q_seq_row),
-                       uniform(r.len_q), uniform(r.len_k), uniform(r.m_begin), uniform(r.m_end), uniform(r.steps)}};
+      auto read_tile = [&] {
+        const BwdTile r = bwd_tile<MASK, kPair, kRecords>(p, it);
+        return BwdTile{{uniform(r.batch), uniform(r.kv_head), uniform(r.n0), uniform(r.k_row), uniform(r.q_seq_row),
+                        uniform(r.len_q), uniform(r.len_k), uniform(r.m_begin), uniform(r.m_end), uniform(r.steps)}};
+      };
+      const BwdTile t = kLanes ? bwd_tile_from_lanes(next_field) : read_tile();
       if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
+        load_next_record(it);
         store_zero_rows<D>(out_rows(p.dk, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
         store_zero_rows<D>(out_rows(p.dv, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);
         continue;
@@ -359,6 +373,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       run_steps(BoolConstant<kSkipEmptyHalf>{});
     else
       run_steps(BoolConstant<false>{});
+    load_next_record(it);  // kBwdRecordLanes: lands under the tail and the epilogue
 
     // Rows and head from the tile's start (no global reads here, in series with the stores).
     const int rows_valid = ts.len_k - ts.n0 - 64 * cw, k_row = ts.k_row, kv_head = ts.kv_head;

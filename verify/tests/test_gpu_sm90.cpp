@@ -340,6 +340,35 @@ TEST_SUITE("gpu") {
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, sm90::kBwdTileRecords, 113, ctx);
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, sm90::kBwdTileRecords, 114, ctx);
   }
+  TEST_CASE("sm90 backward: the next tile's record loaded over the lanes in the tail changes no bit") {
+    // kBwdRecordLanes (experimental) only changes when and how a consumer reads its next tile's
+    // record (one field per lane at the end of the steps, gathered by shuffles at the next top).
+    // A wrong field, a stale record or a skipped empty tile would put a tile's gradients in the
+    // wrong rows or leave rows unwritten (the outputs are poisoned). Many tiles per CTA on the
+    // accumulator path (jagged, with key-less and query-less tiles), the ordered finish over masks
+    // and head dims, and cluster pairs.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    Sm90Options lanes, top;
+    lanes.bwd_flags = (sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish) | sm90::kBwdRecordLanes;
+    top.bwd_flags = lanes.bwd_flags & ~sm90::kBwdRecordLanes;
+    check_same_bits_over_many_tiles(lanes, top, 117, ctx);
+    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags | sm90::kBwdRecordLanes, sm90::kBwdRecordLanes, 118, ctx);
+    ProblemDesc p = half_fold_problem(kFastGelu, 119, 4, 2);
+    std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
+    for (int b = 0; b < p.batch(); ++b) {
+      lq[size_t(b)] = b % 7 ? p.len_q(b) : 0;
+      lk[size_t(b)] = 129 + (b * 37) % 128;
+    }
+    p.cu_seqlens_q = offsets_from_lengths(lq);
+    p.cu_seqlens_k = offsets_from_lengths(lk);
+    REQUIRE(sm90_bwd_pair_eligible(p));
+    DeviceProblem dp(p, make_inputs(p, 120, true), true);
+    Sm90Options pair_lanes, pair_top;
+    pair_lanes.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair | sm90::kBwdRecordLanes;
+    pair_top.bwd_flags = pair_lanes.bwd_flags & ~sm90::kBwdRecordLanes;
+    check_same_backward_bits(pair_lanes, pair_top, p, dp, ctx);
+  }
   TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
     // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
     // staged dQ jobs and the dS^T halves from the storing threads to the threads that issue the

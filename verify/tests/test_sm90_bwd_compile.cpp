@@ -225,6 +225,12 @@ TEST_CASE("sm90 backward: tile records on the accumulator path only where they m
   const ProblemDesc short_kv = problem(kBF16, 128, kFastGelu, kMaskNone, {100, 60}, {100, 60}, 4, 4);
   CHECK((flags(short_kv, o) & kBwdDqFinish) != 0);
   CHECK((flags(short_kv, o) & kBwdTileRecords) != 0);
+  // kBwdRecordLanes (experimental): never in the default, and only with the records it reads.
+  CHECK((flags(whole, o) & kBwdRecordLanes) == 0);
+  o.bwd_flags = kBwdDefaultFlags | kBwdRecordLanes;
+  CHECK((flags(whole, o) & kBwdRecordLanes) != 0);
+  o.bwd_flags = (kBwdDefaultFlags & ~kBwdTileRecords) | kBwdRecordLanes;
+  CHECK((flags(whole, o) & kBwdRecordLanes) == 0);
 }
 
 TEST_CASE("sm90: the unit logit-scale specialisation follows the problem, explicit flags too") {
