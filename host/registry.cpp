@@ -33,6 +33,7 @@ const Ablation kAblations[] = {
     {"sm90-no-stmatrix-o", sm90::kFwdStmatrixO, SchedulePolicy::kZigzag},
     {"sm90-no-narrow-last-block", sm90::kFwdNarrowLastBlock, SchedulePolicy::kZigzag},
     {"sm90-no-record-lanes", sm90::kFwdRecordLanes, SchedulePolicy::kZigzag},
+    {"sm90-no-bwd-record-lanes", 0, SchedulePolicy::kZigzag, sm90::kBwdRecordLanes},
     {"sm90-no-tile-records", 0, SchedulePolicy::kZigzag, sm90::kBwdTileRecords},
     {"sm90-no-dq-fence-at-writer", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFenceAtWriter},
     {"sm90-no-ds-fence-at-reader", 0, SchedulePolicy::kZigzag, sm90::kBwdDsFenceAtReader},

@@ -146,6 +146,12 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
       (!o.deterministic || sm90_bwd_has_empty_half(p) ||
        p.total_k() > int64_t(sm90::kBwdAccRecordsMaxMeanLenK) * p.batch()))
     f &= ~sm90::kBwdTileRecords;
+  // The next tile's record over the lanes, loaded in the tail, by default only with the ordered
+  // finish (no pairs), where it measured faster: s = 0.5 L = 256 1.016-1.018x; the accumulator path
+  // and the pairs 0.997-1.006x (bwd_config.h kBwdRecordLanes). An ablation can drop it.
+  if (o.bwd_flags < 0 && (f & sm90::kBwdDqFinish) && !(f & sm90::kBwdPair) &&
+      !(o.bwd_flags_drop & sm90::kBwdRecordLanes))
+    f |= sm90::kBwdRecordLanes;
   // The records over the lanes read the host's records: without them the bit would only name a copy.
   if (!(f & sm90::kBwdTileRecords)) f &= ~sm90::kBwdRecordLanes;
   // The second dQ staging buffer is the partial-sum buffer, which the finish needs: the kernel

@@ -185,14 +185,18 @@ enum BwdFlags : int {
   // Five placements that lost are in PERF_NOTES (thirty-second session); V given back any later
   // than this leaves the next tile waiting for it (its load takes about 1.8k cycles).
   kBwdDvInV = 1 << 27,
-  // Experimental (thirty-third session: built and compiled clean, not yet run; not in the default):
-  // with kBwdTileRecords, each consumer thread loads field lane % 16 of the NEXT tile's record at
+  // With kBwdTileRecords, each consumer thread loads field lane % 16 of the NEXT tile's record at
   // the end of the current tile's steps, and the next tile's top gathers the fields by shuffles
   // (the forward's kFwdRecordLanes). The trace puts 0.8-1.0k cycles of each tile start before the
   // scalars are in, with K and V already there; loaded in the tail, the record arrives under the
-  // tail and the epilogue (2.5k + 0.9k cycles at self s = 1 L = 512), and its one register lives
-  // only there, not through the steps (the twenty-fifth session's load a tile ahead cost the long
-  // sets 1 % and spilled in three check-matrix kernels).
+  // tail and the epilogue, and its one register lives only there, not through the steps (the
+  // twenty-fifth session's load a tile ahead cost the long sets 1 % and spilled in three
+  // check-matrix kernels). Same bits. Interleaved, explicit flags, two rounds in both orders
+  // (thirty-third session, `ab-rlanes-*`): the ordered finish at s = 0.5 L = 256 (2-3 steps a
+  // tile) 1.016 / 1.018x; the accumulator path at self s = 1 L = 512 / 1024 1.002-1.004 /
+  // 1.005-1.006x and the pairs (self and cross L = 256, cross L = 512) 0.997-1.006x, inside the
+  // noise. The host sets it by default with the ordered finish only (host/sm90_bwd.cpp); it is not
+  // in kBwdDefaultFlags, so explicit flags take it only when asked.
   kBwdRecordLanes = 1 << 28,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |

@@ -240,7 +240,7 @@ TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
   REQUIRE(fwd.size() == 1);
   CHECK(fwd[0].find("gdpa_fwd<") != std::string::npos);
   REQUIRE(bwd.size() == 2);  // the backward and its dQ pass, not the forward again
-  CHECK(bwd[0].find("gdpa_bwd<0,128,3,0,49324126>") != std::string::npos);  // kBwdSkipEmptyHalf (jagged), no kBwdDeferDq
+  CHECK(bwd[0].find("gdpa_bwd<0,128,3,0,317759582>") != std::string::npos);  // kBwdSkipEmptyHalf (jagged), no kBwdDeferDq
   CHECK(bwd[1].find("gdpa_bwd_dq_convert<0,128,true>") != std::string::npos);
   p = bench_problem(seed_bench_sets()[0], 1, default_bench_base());  // self s = 1, L = 256: cluster pairs
   const std::vector<std::string> pair = row_variants(*k, p, true);

@@ -121,8 +121,9 @@ TEST_CASE("sm90 backward: variant names and support") {
   // kBwdStmatrix | kBwdStmatrixDs (3145728) | kBwdDsFenceAtReader (33554432; kBwdDqFenceAtWriter
   // only without the finish) (the kernel ignores the fold for fp16 and non-GELU;
   // kBwdDqFirst is for D = 128, kBwdDqTwoStage for the accumulator path; the ordered finish drops
-  // kBwdDeferDq only without a mask); the finishing kernel pairs with the zeros-only dq_convert.
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088861>");
+  // kBwdDeferDq only without a mask), and with the ordered finish the next tile's record over the
+  // lanes (kBwdRecordLanes, 268435456); the finishing kernel pairs with the zeros-only dq_convert.
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,313524317>");
   CHECK(src[1].file == "kernels/sm90/dq_convert.cu");
   CHECK(src[1].name_expression == "gdpa::sm90::gdpa_bwd_dq_convert<1,64,true>");
   opt.bwd_flags = 0;
@@ -131,13 +132,13 @@ TEST_CASE("sm90 backward: variant names and support") {
   p.logit_scale = 1.0f;  // the unit-scale specialisation is added whatever the ablation flags
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,2>");
   opt.bwd_flags = -1;
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088863>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,313524319>");
   // The default leaves the in-kernel dQ finish off above a mean KV length of
   // kBwdDqFinishMaxMeanLenK; explicit flags are used as given.
   const int over = 2 * kBwdDqFinishMaxMeanLenK - 99;  // mean (100 + over) / 2 is just above the limit
   ProblemDesc long_kv = problem(kFP16, 64, kSilu, kMaskWindow, {100, over}, {100, over});
   CHECK(sm90_backward_sources(problem(kFP16, 64, kSilu, kMaskWindow, {100, over - 2}, {100, over - 2}), opt)[0]
-            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,49283167>");  // logit_scale 1: + unit-scale
+            .name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,317718623>");  // logit_scale 1: + unit-scale
   // Without the finish the TMA store of finished blocks has nothing to do: its bit goes too; the
   // partial-sum buffer becomes the second dQ staging buffer (kBwdDqTwoStage, 16384), dK is
   // staged in the dS^T buffers (kBwdDkInDs, 65536), dS^T is published by 4-byte stores
@@ -159,9 +160,9 @@ TEST_CASE("sm90 backward: variant names and support") {
   // An ablation drops one switch and keeps the problem rules (here: no finish at this mean Lk).
   opt.bwd_flags_drop = kBwdPingpong;
   CHECK(sm90_backward_sources(long_kv, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,256983047>");
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088847>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,313524303>");
   opt.bwd_flags_drop = kBwdDqTmaStore;  // finished blocks copied row by row by their consumers
-  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,45088799>");
+  CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<1,64,10,2,313524255>");
   opt.bwd_flags_drop = 0;
   // The unordered mode has no last contributor to finish a block, and no semaphores for the
   // follower: both flags are dropped.
@@ -225,8 +226,18 @@ TEST_CASE("sm90 backward: tile records on the accumulator path only where they m
   const ProblemDesc short_kv = problem(kBF16, 128, kFastGelu, kMaskNone, {100, 60}, {100, 60}, 4, 4);
   CHECK((flags(short_kv, o) & kBwdDqFinish) != 0);
   CHECK((flags(short_kv, o) & kBwdTileRecords) != 0);
-  // kBwdRecordLanes (experimental): never in the default, and only with the records it reads.
+  // kBwdRecordLanes: by default with the ordered finish only (not on the accumulator path, not in
+  // pairs), and only with the records it reads; explicit flags take it as given.
   CHECK((flags(whole, o) & kBwdRecordLanes) == 0);
+  CHECK((flags(short_kv, o) & kBwdRecordLanes) != 0);
+  const ProblemDesc pair = problem(kBF16, 128, kFastGelu, kMaskNone, {300, 260}, {200, 256}, 4, 4);
+  CHECK((flags(pair, o) & kBwdPair) != 0);
+  CHECK((flags(pair, o) & kBwdRecordLanes) == 0);
+  o.bwd_flags_drop = kBwdRecordLanes;  // the ablation
+  CHECK((flags(short_kv, o) & kBwdRecordLanes) == 0);
+  o.bwd_flags_drop = kBwdTileRecords;
+  CHECK((flags(short_kv, o) & kBwdRecordLanes) == 0);
+  o.bwd_flags_drop = 0;
   o.bwd_flags = kBwdDefaultFlags | kBwdRecordLanes;
   CHECK((flags(whole, o) & kBwdRecordLanes) != 0);
   o.bwd_flags = (kBwdDefaultFlags & ~kBwdTileRecords) | kBwdRecordLanes;
@@ -280,7 +291,7 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
-  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324127>");  // with kBwdEarlyAct
+  CHECK(src[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,317759583>");  // with kBwdEarlyAct
   // Above a mean Lk of kBwdDqFinishMaxMeanLenK (192; here 195) the same ablation adds through the
   // accumulator with two staging buffers and the dQ job first (kBwdDqFirst, 8192, with the writer's
   // fence), the follower and dV staged in V's rows (kBwdDvInV, 134217728).
@@ -294,12 +305,12 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // Short queries (mean Lq 200 < kBwdPairMinMeanLenQ): eligible, but the default keeps the ordered finish.
   const ProblemDesc short_q = problem(kBF16, 128, kFastGelu, kMaskNone, {400, 0, 200}, {129, 160, 256});
   CHECK(sm90_bwd_pair_eligible(short_q));
-  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324127>");
+  CHECK(sm90_backward_sources(short_q, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,317759583>");
   // With at most kBwdUndeferredMaxStepsPerTile query steps per KV tile on average (here mean Lq
   // 87 and G = 2: 2.7) the ordered finish drops the deferred dQ job (kBwdDeferDq, 1); with a mask
   // it keeps it.
   const ProblemDesc few_steps = problem(kBF16, 128, kFastGelu, kMaskNone, {60, 50, 150}, {129, 160, 100});
-  CHECK(sm90_backward_sources(few_steps, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324126>");
+  CHECK(sm90_backward_sources(few_steps, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,317759582>");
   const std::string causal =
       sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskCausal, {60, 50, 150}, {129, 160, 100}), opt)[0]
           .name_expression;
@@ -655,7 +666,7 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   CHECK(bwd_name("sm90-no-tile-records") == "gdpa::sm90::gdpa_bwd<0,128,3,0,41320575>");
   CHECK(bwd_name("sm90-no-dq-tma-store") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709119>");
   // Without pairs: the ordered finish, with the dQ job first (kBwdDqFirst, only there by default).
-  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49324127>");
+  CHECK(bwd_name("sm90-no-dq-pair") == "gdpa::sm90::gdpa_bwd<0,128,3,0,317759583>");
   CHECK(bwd_name("sm90-no-dq-first") == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");  // pairs: no change
   CHECK(bwd_name("sm90-no-stmatrix-grads") == "gdpa::sm90::gdpa_bwd<0,128,3,0,48660607>");
   CHECK(bwd_name("sm90-no-stmatrix-ds") == "gdpa::sm90::gdpa_bwd<0,128,3,0,47612031>");
