@@ -115,6 +115,8 @@ namespace {
 // multiply before the activation (the same specialisation as the forward's).
 int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags & ~o.bwd_flags_drop : o.bwd_flags;
+  // Some KV tile with keys only in its first half (two of the rules below ask).
+  const bool empty_half = sm90_bwd_has_empty_half(p);
   // Set exactly when logit_scale == 1, explicit flags too: the kernel then skips the multiply, so
   // the bit with any other scale would give wrong gradients without a word.
   if (p.logit_scale == 1.0f)
@@ -143,7 +145,7 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // (bwd_config.h: 1.02x at self s = 1 L = 512 / 1024 since dV is staged in V's rows; 0.99-1.01x
   // at s = 0.5). The unordered mode was not measured with them: it keeps the tile list.
   if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish) &&
-      (!o.deterministic || sm90_bwd_has_empty_half(p) ||
+      (!o.deterministic || empty_half ||
        p.total_k() > int64_t(sm90::kBwdAccRecordsMaxMeanLenK) * p.batch()))
     f &= ~sm90::kBwdTileRecords;
   // The next tile's record over the lanes, loaded in the tail, by default only with the ordered
@@ -218,7 +220,7 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
     f &= ~(sm90::kBwdStmatrix | sm90::kBwdStmatrixDs);
   // The idle second half only where some KV tile has one (a sequence with Lk % 128 in 1..64):
   // elsewhere the bit would only name a copy of the same work.
-  if (o.bwd_flags < 0 && !sm90_bwd_has_empty_half(p)) f &= ~sm90::kBwdSkipEmptyHalf;
+  if (o.bwd_flags < 0 && !empty_half) f &= ~sm90::kBwdSkipEmptyHalf;
   if (!o.bwd_trace.empty()) f |= sm90::kBwdTrace;
   return sm90_with_act_mix(f, o, p, true);
 }
