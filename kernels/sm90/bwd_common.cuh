@@ -21,6 +21,7 @@
 #include "fragments.cuh"
 #include "jagged_load.cuh"
 #include "pipeline.cuh"
+#include "record_lanes.cuh"
 #include "trace.cuh"
 
 namespace gdpa::sm90 {
@@ -108,7 +109,7 @@ template <bool PAIR>
 __device__ __forceinline__ int bwd_record_field(const GdpaParams& p, int index) {
   constexpr int kFields = int(sizeof(BwdTileRecord) / sizeof(int));
   static_assert(kFields == 16, "lane l of a warp loads field l % 16");
-  return static_cast<const int*>(p.tile_records)[kFields * bwd_record_index<PAIR>(index) + (ptx::lane_id() & 15)];
+  return record_field_of_lane<kFields>(p.tile_records, bwd_record_index<PAIR>(index));
 }
 __device__ __forceinline__ BwdTile bwd_tile_from_lanes(int field) {
   auto lane = [&](int l) { return __shfl_sync(0xffffffffu, field, l); };

@@ -34,6 +34,7 @@
 #include "fwd_config.h"
 #include "jagged_load.cuh"
 #include "pipeline.cuh"
+#include "record_lanes.cuh"
 #include "trace.cuh"
 
 namespace gdpa::sm90 {
@@ -87,7 +88,7 @@ __device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
 // an L2 hit: a prefetch into L1 a tile earlier did not keep the line there); eight registers held
 // through a tile instead cost more than the load (experiments/PERF_NOTES.md).
 __device__ __forceinline__ int fwd_tile_field(const GdpaParams& p, int index) {
-  return static_cast<const int*>(p.tile_records)[kFwdRecordFields * index + (ptx::lane_id() & (kFwdRecordFields - 1))];
+  return record_field_of_lane<kFwdRecordFields>(p.tile_records, index);
 }
 
 __device__ __forceinline__ FwdTile fwd_tile_from_lanes(int field) {
