@@ -101,12 +101,6 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "unordered-no-red";
     return make_sm90_kernel(o);
   }
-  if (name == "sm90-pair-balanced") {  // backward, experimental: the pair's ranks take turns at finishing
-    Sm90Options o;
-    o.bwd_flags_add = sm90::kBwdPairBalanced;  // the default rules clear it where no pairs run
-    o.label = "pair-balanced";
-    return make_sm90_kernel(o);
-  }
   int n = 0;
   // sm90-follow-smsN: the backward's dQ follower on N SMs instead of the default rule's.
   if (numbered_variant(name, "sm90-follow-sms", 2, &n) && n >= 1) {
@@ -185,7 +179,7 @@ std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfus
 std::vector<std::string> ablation_kernel_names() {
   std::vector<std::string> v = {"sm90-unordered-dq",     "sm90-unordered-no-red", "sm90-dq-finish-always",
                                 "sm90-dq-follow-always", "sm90-softmax",          "sm90-act-mix4",
-                                "sm90-three-wg",         "sm90-pair-balanced"};
+                                "sm90-three-wg"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

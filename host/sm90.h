@@ -22,9 +22,6 @@ struct Sm90Options {
   // With bwd_flags = -1: switches removed from the defaults before the rules above apply, so an
   // ablation changes exactly one switch (explicit bwd_flags would bypass the rules).
   int bwd_flags_drop = 0;
-  // With bwd_flags = -1: switches added to the defaults before the rules (an experimental switch
-  // measured against the default kernel; the rules still clear it where it does not apply).
-  int bwd_flags_add = 0;
   SchedulePolicy policy = SchedulePolicy::kZigzag;
   // Backward: dQ blocks are added in a fixed KV order, so dQ is bit-identical run to run. The
   // default: with the first adder storing instead of the accumulator being zeroed, it measured no

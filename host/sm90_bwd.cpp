@@ -114,7 +114,7 @@ namespace {
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
 // multiply before the activation (the same specialisation as the forward's).
 int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
-  int f = o.bwd_flags < 0 ? (sm90::kBwdDefaultFlags | o.bwd_flags_add) & ~o.bwd_flags_drop : o.bwd_flags;
+  int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags & ~o.bwd_flags_drop : o.bwd_flags;
   // Some KV tile with keys only in its first half (two of the rules below ask).
   const bool empty_half = sm90_bwd_has_empty_half(p);
   // Set exactly when logit_scale == 1, explicit flags too: the kernel then skips the multiply, so
@@ -134,10 +134,7 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (o.bwd_flags < 0 && !(o.bwd_flags_drop & (sm90::kBwdPair | sm90::kBwdDqFinish)) && sm90_bwd_pair_eligible(p) &&
       p.total_q() >= int64_t(sm90::kBwdPairMinMeanLenQ) * p.batch())
     f |= sm90::kBwdPair | sm90::kBwdDqFinish;
-  if (!(f & sm90::kBwdPair)) f &= ~(sm90::kBwdPairTwoStage | sm90::kBwdPairBalanced);  // pairs only
-  // Balanced finishing has both ranks receive: rank 0's second staging buffer and its dV in the
-  // dS^T buffers (which the kernel then takes for both ranks) would only name copies of it.
-  if (f & sm90::kBwdPairBalanced) f &= ~(sm90::kBwdPairTwoStage | sm90::kBwdPairDvInDs);
+  if (!(f & sm90::kBwdPair)) f &= ~sm90::kBwdPairTwoStage;  // pairs only
   if (!(f & sm90::kBwdPairTwoStage)) f &= ~sm90::kBwdPairDvInDs;  // its rank 0 with two buffers only
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.

@@ -169,15 +169,6 @@ constexpr int kDqJobPartial = 2;
 // the rows, and the writer stores them by TMA (bwd_store_finished_job).
 constexpr int kDqJobTmaStore = 4;
 
-// kBwdDqTmaStore: the staged rows of a finished job leave by one TMA store of the 64 x 64 box
-// (the dQ writer; issued by its leader lane).
-template <int D>
-__device__ __forceinline__ void bwd_store_finished_job(const DqJobHeader& h, const ptx::TensorMap* tm_dq,
-                                                       const unsigned char* staging) {
-  ptx::tma_store_3d(tm_dq, ptx::smem_addr(staging), h.box.col % D, h.box.col / D, h.box.row);
-  ptx::bulk_commit_group();
-}
-
 // The Q / dO ring and the resident K / V, all on mbarriers (pipeline.cuh's protocol): full =
 // 1 producer arrival + TMA bytes, empty = one arrival per consumer warp (8). The dS exchange
 // buffers: full = empty = one arrival per consumer warp of both warpgroups (8).
@@ -206,10 +197,6 @@ struct BwdBarriers {
   // our writer copied to it, so that our staging buffer and its partial buffer may be rewritten.
   unsigned long long pair_full[kBwdConsumerWarpgroups];
   unsigned long long pair_empty[kBwdConsumerWarpgroups];
-  // kBwdPairBalanced (bwd_pair_balanced.cuh): the partner's writer arrives on our pair_landed[cw]
-  // once our copy of consumer cw's part has landed in its partial buffer (our staging buffer may
-  // be rewritten), and on our pair_empty[cw] once its partial buffer is free for our next copy.
-  unsigned long long pair_landed[kBwdConsumerWarpgroups];
   DqJobHeader dq_job[kBwdConsumerWarpgroups][2];
 };
 

@@ -42,7 +42,11 @@ enum BwdFlags : int {
   // the CTA of rank 0 copies its part of each job straight into rank 1's shared memory
   // (distributed shared memory: a bulk copy completing on a remote mbarrier), and rank 1 finishes
   // the block as the last contributor does with kBwdDqFinish. No semaphores, no partial sums
-  // through L2, no dq_convert pass. Needs kBwdDqFinish (the finishing code).
+  // through L2, no dq_convert pass. Needs kBwdDqFinish (the finishing code). Rank 1 then runs
+  // 0.4-1.0k cycles a step behind rank 0 and sets the pace; two ways to share its finishing with
+  // rank 0 lost: each rank finishing half of every block (0.92-0.95x, eighth session) and the
+  // ranks finishing every other job one job late (0.84-0.86x, thirty-fourth; the finisher's own
+  // part then makes a round trip through shared memory, PERF_NOTES).
   kBwdPair = 32,
   // A dQ block the kernel finishes (kBwdDqFinish, kBwdPair) whose 64 rows all lie inside the
   // sequence leaves by one TMA store, issued by the dQ writer warp from the consumer's staging
@@ -198,22 +202,6 @@ enum BwdFlags : int {
   // noise. The host sets it by default with the ordered finish only (host/sm90_bwd.cpp); it is not
   // in kBwdDefaultFlags, so explicit flags take it only when asked.
   kBwdRecordLanes = 1 << 28,
-  // kBwdPair only: the two CTAs of a pair take turns at finishing, by the parity of each
-  // consumer's job index k (rank 1 finishes the even jobs, rank 0 the odd ones), and each finish
-  // runs one job late. For a job it finishes, a rank stages its own fp32 part in its staging
-  // buffer as a sender would, while the partner's writer copies the partner's part into its
-  // partial-sum buffer; at the hand-over of its next job (which it sends), the consumer first adds
-  // the two staged parts from shared memory, scales, rounds, stages the rows in the partial-sum
-  // buffer for the writer's TMA store, and only then stages the new job. A tile's last job, if
-  // the rank finishes it, is finished at the tile's end. Without it rank 1 finishes every block
-  // at once, and every pair trace put rank 1's step 0.4-1.0k cycles above rank 0's (the add and
-  // staging 1.3k, the wait for the partner's copy 0.3k at L = 256): the pair ran at rank 1's
-  // pace. The eighth session's symmetric form (rank r finishing chunk r of every job) made each
-  // finisher wait, every step, for the part of the job it had just computed; one job late, the
-  // copy was issued a step before. Same additions (fp32 addition commutes), so the same bits.
-  // Replaces kBwdPairTwoStage / kBwdPairDvInDs (both ranks receive now): dV leaves through the
-  // dS^T halves, dK through the staging buffer.
-  kBwdPairBalanced = 1 << 29,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
@@ -222,7 +210,7 @@ enum BwdFlags : int {
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
                  kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV |
-                 kBwdRecordLanes | kBwdPairBalanced,
+                 kBwdRecordLanes,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -520,9 +508,9 @@ GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
   s.bar_off = s.partial_off + kBwdConsumerWarpgroups * kBwdDqJobBytes;
   // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; per consumer
   // warpgroup two dQ full/empty pairs (one per buffer of kBwdDqTwoStage), two announcement
-  // barriers, a partial-sum barrier and the kBwdPair full / empty / landed barriers; then two
-  // 40-byte dQ job headers per consumer warpgroup (bwd_common.cuh, DqJobHeader).
-  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 10 * kBwdConsumerWarpgroups) +
+  // barriers, a partial-sum barrier and the kBwdPair full/empty pair; then two 40-byte dQ job
+  // headers per consumer warpgroup (bwd_common.cuh, DqJobHeader).
+  s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 9 * kBwdConsumerWarpgroups) +
             2 * 40 * kBwdConsumerWarpgroups;
   return s;
 }

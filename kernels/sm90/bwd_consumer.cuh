@@ -3,7 +3,6 @@
 // Part of the Hopper backward: gdpa_bwd.cu has the design, the roles and the kernel.
 #pragma once
 #include "bwd_consumer_ops.cuh"
-#include "bwd_pair_balanced.cuh"
 
 namespace gdpa::sm90 {
 
@@ -51,7 +50,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
   constexpr bool kPingpong = (FLAGS & kBwdPingpong) != 0;
   constexpr bool kPair = (FLAGS & kBwdPair) != 0;
-  constexpr bool kBalanced = kPair && (FLAGS & kBwdPairBalanced) != 0;  // bwd_pair_balanced.cuh
   constexpr bool kRecords = (FLAGS & kBwdTileRecords) != 0;
   constexpr bool kTmaStore = (FLAGS & kBwdDqTmaStore) != 0;
   // D = 64: a warpgroup has a dQ job every other step, a run-time branch around its issue, and
@@ -69,7 +67,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kSkipEmptyHalf = (FLAGS & kBwdSkipEmptyHalf) != 0;
   constexpr bool kDsFenceAtReader = (FLAGS & kBwdDsFenceAtReader) != 0;
   constexpr bool kWriterFence = (FLAGS & kBwdDqFenceAtWriter) != 0;
-  const DqStage dq_stage = dq_stage_of<kTwo, kPair && !kBalanced && (FLAGS & kBwdPairTwoStage) != 0>();
+  const DqStage dq_stage = dq_stage_of<kTwo, kPair && (FLAGS & kBwdPairTwoStage) != 0>();
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   BwdTracer<(FLAGS & kBwdTrace) != 0> trace(p, cw, int(threadIdx.x) == 128 * (cw + 1));
   const unsigned base = ptx::smem_addr(smem);
@@ -151,8 +149,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         }
       };
       if (kPair) {  // rank 1 finishes every block with rank 0's part; rank 0 only sends
-        // (kBwdPairBalanced: the header is asked for only where this rank finishes the job)
-        if (kBalanced || ptx::cluster_ctarank() == 1) {
+        if (ptx::cluster_ctarank() == 1) {
           h.flags = kDqJobLast | kDqJobPartial;
           finish_here();
         }
@@ -177,8 +174,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // step to finish). Two straight-line instantiations instead of a branch around the dQ issue:
     // with a wgmma group in flight across that branch ptxas serializes every wgmma and spills.
     int ls = 0;
-    // kBwdPairBalanced: our last staged job is one this rank finishes and has not yet finished.
-    bool pending = false;
     // The (head, query tile) of step ls or, `previous`, of step ls - 1 (the deferred dQ job's).
     // Walked one step at a time (bwd_next_step) as one loop-carried pair, `job`: the step whose dQ
     // job this step stages (kBwdDeferDq: step ls - 1, from ls = 1 on; otherwise step ls). Except
@@ -299,11 +294,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         }
       };
       auto dq_hand_over = [&] {
-        if (kHasDq && kBalanced)
-          bwd_pair_hand_over<DTYPE, D, kTmaStore, kStmatrix, kWriterFence>(
-              dq, chunk >= 0, dq_step, cw, bars, smem, p, f, [&] { return job_header(step_of(kDefer), chunk); },
-              pending);
-        else if (kHasDq)
+        if (kHasDq)
           bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
               dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
               [&] { return job_header(step_of(kDefer), chunk); }, trace, step);
@@ -428,23 +419,14 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // kDvInV: K and V go back before the hand-over (which may wait for the writer): the dQ
       // product was K's last reader, and V's rows have been read by dV's store or its row copies.
       if constexpr (kDvInV) release_k_and_v();
-      if constexpr (kBalanced)
-        bwd_pair_hand_over<DTYPE, D, kTmaStore, kStmatrix, kWriterFence>(
-            dq, chunk >= 0, step - 1, cw, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
-            pending);
-      else
-        bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
-            dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
-            trace, step - 1);
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
+          dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
+          trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
     }
     // every dQ job of the tile has read K: the next tile may load (kDvInV: released above)
     if constexpr (!kDvInV) consumer_release(bars->k);
     kvc.advance();
-    // kBwdPairBalanced: the tile's last job of ours, if this rank finishes it, is finished now
-    // (after K's release: the wait for the partner's part need not hold the next tile's K back).
-    if constexpr (kBalanced)
-      bwd_pair_finish_pending<DTYPE, D, kTmaStore, kStmatrix, kWriterFence>(pending, step, cw, bars, smem, p, f);
 
     // Epilogue: the scales folded out of P and dS, io dtype, key rows inside the sequence only.
     // dV and dK leave through shared memory and the TMA unit (epilogue.cuh). dV goes through our
@@ -473,10 +455,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // stores (kTwo), or the end of this epilogue does (kBwdDqFinish, rank 0 of a pair).
     const bool spare = !kPair || ptx::cluster_ctarank() == 0;
     const unsigned stage = base + dq_buffer_off<D>(cw, kDqStaging);
-    // kBwdPairBalanced: both ranks receive into their partial buffers, so dK goes to the staging
-    // buffer (free once the writer has let the tile's last job go, or once this rank finished it).
     const int dv_buffer = dq_stage.two ? dq_stage.buffer(unsigned(dq_jobs_before<D>(step, cw)))
-                                       : spare && !kBalanced ? kDqPartial : kDqStaging;
+                                       : spare ? kDqPartial : kDqStaging;
     const unsigned dv_stage = base + dq_buffer_off<D>(cw, dv_buffer);
     // dK through dV's buffer (with the finish and two staging buffers, the other one holds the
     // tile's last job, which rank 1 may not have read yet).
@@ -500,7 +480,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     };
     // kBwdPairDvInDs, rank 0 of a pair with two staging buffers: dV goes to our halves of the dS^T
     // buffers (waiting only for this CTA's last dQ jobs), dK alone to the next job's buffer.
-    const bool dv_in_ds = (kPairDvInDs && dq_stage.two) || kBalanced;
+    const bool dv_in_ds = kPairDvInDs && dq_stage.two;
     if (kDvInV) {
       // dV has left during the tail (store_dv_in_v above).
     } else if (dv_in_ds) {
@@ -512,10 +492,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     }
     trace(kTrDvOut, step - 1);
     if (dv_in_ds) {
-      if constexpr (kBalanced)
-        bwd_pair_wait_last_staging_free<D>(step, cw, bars);
-      else
-        bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
+      bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
       store_out(dk, dv_stage, tm_dk, p.dk, dk_scale, false);
     } else if constexpr (kDkInDs) {  // the accumulator path: dK in the dS^T buffers, right after dV
       store_out_in_ds(dk, tm_dk, p.dk, dk_scale);
@@ -535,10 +512,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   }
   // Pairs the writer's dq_empty arrival after our last job; it also keeps the staging buffer (and
   // the CTA's shared memory) alive until that job's bulk reduce has read it.
-  if constexpr (kBalanced)  // the same for the balanced pairs' barriers (and the partner's landing)
-    bwd_pair_wait_last_staging_free<D>(step, cw, bars);
-  else
-    bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
+  bwd_wait_staging_idle<D>(bars, cw, step, dq_stage);
   // The last dK / dV TMA stores must be complete before the CTA goes away.
   if (threadIdx.x == 128 * (cw + 1)) ptx::bulk_wait_group<0>();
 }

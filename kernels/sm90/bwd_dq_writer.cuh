@@ -3,7 +3,6 @@
 // Part of the Hopper backward: gdpa_bwd.cu has the design, the roles and the kernel.
 #pragma once
 #include "bwd_common.cuh"
-#include "bwd_pair_balanced.cuh"
 
 namespace gdpa::sm90 {
 
@@ -11,6 +10,14 @@ namespace gdpa::sm90 {
 // dQ writer: one warp. Jobs arrive in the consumers' step order; job (step j, column chunk c) is
 // produced by consumer warpgroup (j + c) % 2 (see bwd_dq_owner_chunk).
 // ---------------------------------------------------------------------------------------------
+
+// kBwdDqTmaStore: the staged rows of a finished job leave by one TMA store of the 64 x 64 box.
+template <int D>
+__device__ __forceinline__ void bwd_store_finished_job(const DqJobHeader& h, const ptx::TensorMap* tm_dq,
+                                                       const unsigned char* staging) {
+  ptx::tma_store_3d(tm_dq, ptx::smem_addr(staging), h.box.col % D, h.box.col / D, h.box.row);
+  ptx::bulk_commit_group();
+}
 
 // kBwdPair, one step of the writer. Rank 0 sends: the step's jobs (one per consumer at D = 128,
 // one in turn at D = 64) go from the consumers' staging buffers into rank 1's partial buffers of
@@ -73,9 +80,8 @@ __device__ __forceinline__ void bwd_pair_send_step(int step, unsigned k, DqStage
 // runs a little behind and waits for nothing else, while rank 0 never waits for data, only for
 // rank 1 to have read its previous copy (bwd_pair_send_step). The job of (step, chunk) is done by
 // the consumer of the same index in both CTAs, since both run the same steps.
-// BALANCED (kBwdPairBalanced): the ranks take turns at finishing (bwd_pair_balanced.cuh).
 template <int D, int MASK, bool FINISH, bool PAIR, bool TMA, bool TWO, bool PAIR_TWO, bool RED, bool RECORDS,
-          bool FENCE, bool BALANCED>
+          bool FENCE>
 __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::TensorMap* tm_dq, unsigned char* smem) {
   static_assert(!PAIR || FINISH, "kBwdPair: the finishing code");
   static_assert(!(TWO && FINISH), "kBwdDqTwoStage: the partial-sum buffer is the finish's");
@@ -131,9 +137,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
           __syncwarp();
         }
       }
-      if constexpr (BALANCED) {
-        bwd_pair_balanced_step<D, TMA, FENCE>(step, ls, bars, smem, tm_dq, leader);
-      } else if constexpr (PAIR) {
+      if constexpr (PAIR) {
         bwd_pair_send_step<D, TMA, FENCE>(step, k, stage, bars, smem, tm_dq, leader);
       } else {
 #pragma unroll
@@ -173,9 +177,7 @@ __device__ __forceinline__ void bwd_dq_writer(const GdpaParams& p, const ptx::Te
         if (p.deterministic) pending = sem;
       }
     }
-    if constexpr (BALANCED) bwd_pair_writer_tile_end<D, TMA, FENCE>(step, steps, bars, smem, tm_dq, leader);
   }
-  if constexpr (BALANCED) bwd_pair_writer_exit<D>(step, bars);
   release_pending();
   if (leader) ptx::bulk_wait_group<0>();
 }

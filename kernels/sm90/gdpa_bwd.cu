@@ -57,8 +57,7 @@
 //
 // Files, one role each, included in this order: bwd_common.cuh (what the roles share),
 // bwd_producer.cuh, bwd_dq_writer.cuh, bwd_consumer_ops.cuh (the consumer's building blocks) and
-// bwd_consumer.cuh (bwd_pair_balanced.cuh: the experimental kBwdPairBalanced protocol, both
-// sides); this file keeps the kernel, its barrier set-up and the role branches.
+// bwd_consumer.cuh; this file keeps the kernel, its barrier set-up and the role branches.
 #include "bwd_producer.cuh"
 #include "bwd_dq_writer.cuh"
 #include "bwd_consumer.cuh"
@@ -120,8 +119,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
       ptx::mbarrier_init(&bars->dq_partial[c], 1);  // the writer's leader lane (+ the TMA bytes)
       if constexpr ((FLAGS & kBwdPair) != 0) {
         ptx::mbarrier_init(&bars->pair_full[c], 1);   // the partner's writer (+ its copy's bytes)
-        ptx::mbarrier_init(&bars->pair_empty[c], 1);  // thread 0 of the partner's consumer c (balanced: its writer)
-        ptx::mbarrier_init(&bars->pair_landed[c], 1);  // kBwdPairBalanced: the partner's writer
+        ptx::mbarrier_init(&bars->pair_empty[c], 1);  // thread 0 of the partner's consumer c
       }
     }
     ptx::fence_mbarrier_init();
@@ -156,11 +154,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
     } else if (warp == 1) {
       constexpr bool kFinish = (FLAGS & kBwdDqFinish) != 0;
       constexpr bool kTma = kFinish && (FLAGS & kBwdDqTmaStore) != 0;
-      constexpr bool kBalanced = (FLAGS & kBwdPair) && (FLAGS & kBwdPairBalanced);
-      constexpr bool kPairTwo = (FLAGS & kBwdPair) && (FLAGS & kBwdPairTwoStage) && !kBalanced;
+      constexpr bool kPairTwo = (FLAGS & kBwdPair) && (FLAGS & kBwdPairTwoStage);
       constexpr bool kFence = (FLAGS & kBwdDqFenceAtWriter) != 0;
       bwd_dq_writer<D, MASK, kFinish, (FLAGS & kBwdPair) != 0, kTma, bwd_dq_two_stage(FLAGS), kPairTwo,
-                    bwd_dq_red(FLAGS), (FLAGS & kBwdTileRecords) != 0, kFence, kBalanced>(p, &tm_dq, smem);
+                    bwd_dq_red(FLAGS), (FLAGS & kBwdTileRecords) != 0, kFence>(p, &tm_dq, smem);
     }
   } else {
     ptx::setmaxnreg_inc<kBwdConsumerRegs>();

@@ -368,11 +368,6 @@ TEST_SUITE("gpu") {
     pair_lanes.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair | sm90::kBwdRecordLanes;
     pair_top.bwd_flags = pair_lanes.bwd_flags & ~sm90::kBwdRecordLanes;
     check_same_backward_bits(pair_lanes, pair_top, p, dp, ctx);
-    // Balanced finishing over the same many tiles (query-less ones among them), against the
-    // plain pairs: a job finished in the wrong tile or by both ranks shows here.
-    Sm90Options pair_balanced;
-    pair_balanced.bwd_flags = pair_top.bwd_flags | sm90::kBwdPairBalanced;
-    check_same_backward_bits(pair_balanced, pair_top, p, dp, ctx);
   }
   TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
     // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
@@ -483,12 +478,6 @@ TEST_SUITE("gpu") {
       pairs_sts.bwd_flags = pairs.bwd_flags & ~(sm90::kBwdStmatrix | sm90::kBwdStmatrixDs);
       Sm90Options pairs_fenced;  // every storing thread fences (kBwdDqFenceAtWriter, kBwdDsFenceAtReader off)
       pairs_fenced.bwd_flags = pairs.bwd_flags & ~(sm90::kBwdDqFenceAtWriter | sm90::kBwdDsFenceAtReader);
-      // The ranks take turns at finishing, one job late (kBwdPairBalanced): the dQ job first and
-      // after dV / dK (the pair default), and the threads' row copy instead of the TMA store.
-      Sm90Options balanced, balanced_plain, balanced_rows;
-      balanced.bwd_flags = pairs.bwd_flags | sm90::kBwdPairBalanced;
-      balanced_plain.bwd_flags = balanced.bwd_flags & ~sm90::kBwdDqFirst;
-      balanced_rows.bwd_flags = balanced_plain.bwd_flags & ~sm90::kBwdDqTmaStore;
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
@@ -499,9 +488,6 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_dv_after, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_sts, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_fenced, p, dp, ctx);
-      check_same_backward_bits(pairs, balanced, p, dp, ctx);
-      check_same_backward_bits(pairs, balanced_plain, p, dp, ctx);
-      check_same_backward_bits(pairs, balanced_rows, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 backward: the dQ job in its own step or deferred to the next gives the same bits") {

@@ -288,15 +288,6 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");
   opt.deterministic = true;
-  // Balanced finishing (kBwdPairBalanced, 536870912), asked for on top of the defaults: pairs only,
-  // and it replaces rank 0's two staging buffers and dV in the dS^T buffers (-131072 - 262144).
-  opt.bwd_flags_add = kBwdPairBalanced;
-  CHECK(sm90_backward_sources(whole_halves, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,581992575>");
-  const std::string no_pairs =
-      sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {128, 200, 256}), opt)[0].name_expression;
-  CHECK((std::stoi(no_pairs.substr(no_pairs.rfind(',') + 1)) & kBwdPairBalanced) == 0);
-  opt.bwd_flags_add = 0;
-  opt.deterministic = true;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
@@ -594,19 +585,13 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
       REQUIRE(pair.size() == 1);
       sources.push_back(pair[0]);
     }
-    // Balanced finishing (kBwdPairBalanced, experimental): the finish staged over by the next job.
-    Sm90Options balanced;
-    balanced.bwd_flags_add = kBwdPairBalanced;
-    for (int d : {64, 128})
-      sources.push_back(
-          sm90_backward_sources(problem(kBF16, d, kFastGelu, kMaskNone, {600, 500}, {200, 256}), balanced)[0]);
     // The profiling variant (kBwdTrace): its tracer must not cost the consumers a spill either.
     Sm90Options traced;
     traced.bwd_trace = "unused.npy";
     sources.push_back(
         sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, {600, 500}, {200, 256}), traced)[0]);
   }
-  CHECK(sources.size() == 16);  // 12 main variants + dq_convert for 4 (dtype, D) pairs
+  CHECK(sources.size() == 14);  // 10 main variants + dq_convert for 4 (dtype, D) pairs
   compile_clean(sources);
 }
 
