@@ -41,6 +41,7 @@ const Ablation kAblations[] = {
     {"sm90-no-dq-pair", 0, SchedulePolicy::kZigzag, sm90::kBwdPair},
     {"sm90-no-pair-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},
     {"sm90-no-pair-dv-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdPairDvInDs},
+    {"sm90-no-pair-late-store-wait", 0, SchedulePolicy::kZigzag, sm90::kBwdPairLateStoreWait},
     {"sm90-no-dq-tma-store", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
     {"sm90-no-dq-first", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
     {"sm90-no-dq-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},

@@ -134,7 +134,13 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (o.bwd_flags < 0 && !(o.bwd_flags_drop & (sm90::kBwdPair | sm90::kBwdDqFinish)) && sm90_bwd_pair_eligible(p) &&
       p.total_q() >= int64_t(sm90::kBwdPairMinMeanLenQ) * p.batch())
     f |= sm90::kBwdPair | sm90::kBwdDqFinish;
-  if (!(f & sm90::kBwdPair)) f &= ~sm90::kBwdPairTwoStage;  // pairs only
+  // Rank 1's late wait for its epilogue's stores: by default on pairs with few query steps per KV
+  // tile, where it measured faster (bwd_config.h kBwdPairLateStoreWaitMaxStepsPerTile).
+  if (o.bwd_flags < 0 && (f & sm90::kBwdPair) && !(o.bwd_flags_drop & sm90::kBwdPairLateStoreWait) &&
+      p.total_q() * int64_t(p.group()) <=
+          int64_t(sm90::kBwdPairLateStoreWaitMaxStepsPerTile) * sm90::kBwdBlockM * p.batch())
+    f |= sm90::kBwdPairLateStoreWait;
+  if (!(f & sm90::kBwdPair)) f &= ~(sm90::kBwdPairTwoStage | sm90::kBwdPairLateStoreWait);  // pairs only
   if (!(f & sm90::kBwdPairTwoStage)) f &= ~sm90::kBwdPairDvInDs;  // its rank 0 with two buffers only
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.

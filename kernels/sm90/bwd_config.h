@@ -202,6 +202,18 @@ enum BwdFlags : int {
   // noise. The host sets it by default with the ordered finish only (host/sm90_bwd.cpp); it is not
   // in kBwdDefaultFlags, so explicit flags take it only when asked.
   kBwdRecordLanes = 1 << 28,
+  // kBwdPair, rank 1: the dK / dV epilogue's TMA stores out of the staging buffer are waited for
+  // (their read of it) where that buffer is next written, at the next tile's first finished dQ
+  // block, instead of at the epilogue's end before the next tile may start. The trace puts 4.4k
+  // cycles of rank 1's 5.4k-cycle epilogue at self s = 1 L = 256 on dK and the stores' read, and
+  // staging dK through the partial buffer instead (its release to rank 0 after the read) changed
+  // nothing (0.98-1.00x, thirty-fourth session): the wait for the read itself is what costs. Same
+  // bits. Interleaved against the same kernel without it, both orders (thirty-fourth session,
+  // `ab-late-wait-*`): self s = 1 and cross L = 256 (4 steps per KV tile) 1.021-1.027x, cross
+  // L = 512 0.998 / 1.002x, L = 1024 / 2048 0.990-0.991 / 0.982-0.985x, where the next tile's
+  // first block waiting for the stores costs more than the epilogue saves. The host sets it by
+  // default up to kBwdPairLateStoreWaitMaxStepsPerTile; it is not in kBwdDefaultFlags.
+  kBwdPairLateStoreWait = 1 << 29,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
@@ -210,7 +222,7 @@ enum BwdFlags : int {
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
                  kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV |
-                 kBwdRecordLanes,
+                 kBwdRecordLanes | kBwdPairLateStoreWait,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -289,6 +301,11 @@ constexpr int kBwdPairMinMeanLenQ = 256;
 // 1.00 / 0.95-0.96 / 0.94 / 0.93x at Lq = 256 / 512 / 1024 / 2048 (4 to 32 steps per tile). Pairs
 // (0.76x) and the accumulator path (0.97x at s = 0.5 L = 512) keep the deferral anyway.
 constexpr int kBwdUndeferredMaxStepsPerTile = 3;
+
+// kBwdPairLateStoreWait by default only up to this many query steps per KV tile on average (group x
+// mean Lq / 64): measured faster at 4 (self s = 1 and cross L = 256, 1.021-1.027x), even at 8
+// (cross L = 512), slower from 16 (kBwdPairLateStoreWait). Means between 4 and 8 were not measured.
+constexpr int kBwdPairLateStoreWaitMaxStepsPerTile = 6;
 
 constexpr int kBwdConsumerWarpgroups = 2;
 constexpr int kBwdBlockM = 64;                           // query rows per inner step

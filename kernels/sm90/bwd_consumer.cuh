@@ -61,6 +61,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // dK staged in our halves of the dS^T buffers: one 64-column panel per buffer.
   constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
   constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
+  constexpr bool kLateStoreWait = kPair && (FLAGS & kBwdPairLateStoreWait) != 0;  // rank 1 only
   constexpr bool kDvInV = bwd_dv_in_v(FLAGS) && kDkInDs;  // dV staged in our rows of V; V released after
   constexpr bool kStmatrix = (FLAGS & kBwdStmatrix) != 0;
   constexpr bool kStmatrixDs = (FLAGS & kBwdStmatrixDs) != 0;
@@ -295,7 +296,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       };
       auto dq_hand_over = [&] {
         if (kHasDq)
-          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
+          bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence, kLateStoreWait>(
               dq, chunk >= 0, dq_step, cw, dq_stage, bars, smem, p, f,
               [&] { return job_header(step_of(kDefer), chunk); }, trace, step);
         trace(kTrDqHanded, step);
@@ -419,7 +420,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // kDvInV: K and V go back before the hand-over (which may wait for the writer): the dQ
       // product was K's last reader, and V's rows have been read by dV's store or its row copies.
       if constexpr (kDvInV) release_k_and_v();
-      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence>(
+      bwd_dq_finish<DTYPE, D, kFinish, kPair, kTmaStore, kRed, kStmatrix, kWriterFence, kLateStoreWait>(
           dq, chunk >= 0, step - 1, cw, dq_stage, bars, smem, p, f, [&] { return job_header(step_of(true), chunk); },
           trace, step - 1);
       trace(kTrLastDqHanded, step - 1);
@@ -504,7 +505,9 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // partial sum overwrites them. Without kBwdDqFinish both went through the spare buffer, which
     // nothing but the next tile's epilogue writes, and that waits for these reads first
     // (store_block_tma): no wait here (the CTA's exit waits for the stores).
-    if constexpr (kFinish) {
+    // kLateStoreWait, rank 1 of a pair: both went through the staging buffer, whose next writer
+    // (the next tile's first finished block, bwd_dq_finish) waits for these reads instead.
+    if (kFinish && !(kLateStoreWait && !spare)) {
       if (tid == 0) ptx::bulk_wait_group_read<0>();
       ptx::named_barrier_sync(bar, 128);
     }

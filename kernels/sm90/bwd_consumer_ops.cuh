@@ -277,10 +277,10 @@ __device__ __forceinline__ void bwd_dq_announce(int j, int cw, BwdBarriers* bars
 // PAIR: no announcement; the header is computed here (rank 1 finishes every job, rank 0 sends
 // every job). The rank-0 CTA's part arrives in the partial buffer on pair_full[cw] (one copy per
 // job, so the k-th job waits parity k & 1), and once every thread has read it, rank 0's writer
-// hears it on its pair_empty[cw].
+// hears it on its pair_empty[cw]. LATE_STORE_WAIT: see kBwdPairLateStoreWait.
 // `trace` / `step`: kBwdTrace's recorder and the consumer's current step (for the events' key).
 template <int DTYPE, int D, bool FINISH, bool PAIR, bool TMA, bool RED, bool STMATRIX, bool WRITER_FENCE,
-          class HeaderFn, class Tracer>
+          bool LATE_STORE_WAIT, class HeaderFn, class Tracer>
 __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int j, int cw, DqStage stage,
                                               BwdBarriers* bars, unsigned char* smem, const GdpaParams& p,
                                               const FragThread& f, HeaderFn header, Tracer& trace, int step) {
@@ -327,6 +327,10 @@ __device__ __forceinline__ void bwd_dq_finish(float (&dq)[32], bool has_job, int
         ptx::fence_proxy_async_smem();
       }
       if constexpr (PAIR) {
+        // LATE_STORE_WAIT (kBwdPairLateStoreWait): the previous epilogue's dK / dV stores, issued by
+        // thread 0, have read the staging buffer before the rows below overwrite it (at once after
+        // the first job of a tile: nothing else is outstanding then).
+        if (LATE_STORE_WAIT && tid == 0) ptx::bulk_wait_group_read<0>();
         // Every thread has read the partner's part (and fenced the reads against the async proxy).
         ptx::named_barrier_sync(bar, 128);
         if (tid == 0) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(&bars->pair_empty[cw]), 0u));

@@ -368,6 +368,11 @@ TEST_SUITE("gpu") {
     pair_lanes.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair | sm90::kBwdRecordLanes;
     pair_top.bwd_flags = pair_lanes.bwd_flags & ~sm90::kBwdRecordLanes;
     check_same_backward_bits(pair_lanes, pair_top, p, dp, ctx);
+    // Rank 1's late wait for its epilogue's stores over the same many tiles (query-less and
+    // one-step ones among them), where a tile's staged dK / dV meets the next tile's first block.
+    Sm90Options pair_late_wait;
+    pair_late_wait.bwd_flags = pair_top.bwd_flags | sm90::kBwdPairLateStoreWait;
+    check_same_backward_bits(pair_late_wait, pair_top, p, dp, ctx);
   }
   TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
     // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
@@ -478,6 +483,11 @@ TEST_SUITE("gpu") {
       pairs_sts.bwd_flags = pairs.bwd_flags & ~(sm90::kBwdStmatrix | sm90::kBwdStmatrixDs);
       Sm90Options pairs_fenced;  // every storing thread fences (kBwdDqFenceAtWriter, kBwdDsFenceAtReader off)
       pairs_fenced.bwd_flags = pairs.bwd_flags & ~(sm90::kBwdDqFenceAtWriter | sm90::kBwdDsFenceAtReader);
+      // Rank 1 waits for its epilogue's stores only where the staging buffer is next written
+      // (kBwdPairLateStoreWait): a missing wait shows as a dK / dV or dQ block overwritten early.
+      Sm90Options pairs_late_wait, pairs_late_wait_rows;
+      pairs_late_wait.bwd_flags = pairs.bwd_flags | sm90::kBwdPairLateStoreWait;
+      pairs_late_wait_rows.bwd_flags = pairs_late_wait.bwd_flags & ~sm90::kBwdDqTmaStore;
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
@@ -488,6 +498,8 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_dv_after, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_sts, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_fenced, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_late_wait, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_late_wait_rows, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 backward: the dQ job in its own step or deferred to the next gives the same bits") {

@@ -288,6 +288,22 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   opt.deterministic = false;  // pairs add in one fixed order anyway: kept
   CHECK(sm90_backward_sources(p, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,49709183>");
   opt.deterministic = true;
+  // Rank 1's late wait for its epilogue's stores (kBwdPairLateStoreWait, 536870912): by default
+  // only up to kBwdPairLateStoreWaitMaxStepsPerTile query steps per KV tile (above: 12.5, off;
+  // here G = 1 and a mean Lq of 267: 4.2).
+  const ProblemDesc few_steps_pairs =
+      problem(kBF16, 128, kFastGelu, kMaskNone, {300, 0, 500}, {256, 200, 250}, 2, 2);
+  CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,582385791>");
+  opt.bwd_flags_drop = kBwdPairLateStoreWait;  // the ablation
+  CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,45514879>");
+  opt.bwd_flags_drop = 0;
+  ProblemDesc few_steps_gqa = few_steps_pairs;  // G = 2: 8.3 steps per KV tile
+  few_steps_gqa.heads_q = 4;  // (the unit-scale and other bits as above)
+  few_steps_gqa.heads_kv = 2;
+  CHECK(sm90_backward_sources(few_steps_gqa, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,45514879>");
+  opt.bwd_flags = kBwdDefaultFlags | kBwdPairLateStoreWait;  // explicit flags keep it only with pairs
+  CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression.find(",536") == std::string::npos);
+  opt.bwd_flags = -1;
   opt.bwd_flags_drop = kBwdPair;  // the ablation: the ordered finish through the accumulator
   src = sm90_backward_sources(p, opt);
   REQUIRE(src.size() == 2);
@@ -585,13 +601,19 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
       REQUIRE(pair.size() == 1);
       sources.push_back(pair[0]);
     }
+    // A few query steps per KV tile (G = 1, mean Lq 275): rank 1's late store wait (kBwdPairLateStoreWait).
+    const std::vector<KernelSource> late =
+        sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, {300, 250}, {200, 256}, 2, 2), Sm90Options{});
+    REQUIRE(late.size() == 1);
+    CHECK(late[0].name_expression.find(",582385791>") != std::string::npos);
+    sources.push_back(late[0]);
     // The profiling variant (kBwdTrace): its tracer must not cost the consumers a spill either.
     Sm90Options traced;
     traced.bwd_trace = "unused.npy";
     sources.push_back(
         sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, {600, 500}, {200, 256}), traced)[0]);
   }
-  CHECK(sources.size() == 14);  // 10 main variants + dq_convert for 4 (dtype, D) pairs
+  CHECK(sources.size() == 15);  // 11 main variants + dq_convert for 4 (dtype, D) pairs
   compile_clean(sources);
 }
 
