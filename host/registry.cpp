@@ -42,6 +42,7 @@ const Ablation kAblations[] = {
     {"sm90-no-pair-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdPairTwoStage},
     {"sm90-no-pair-dv-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdPairDvInDs},
     {"sm90-no-pair-late-store-wait", 0, SchedulePolicy::kZigzag, sm90::kBwdPairLateStoreWait},
+    {"sm90-no-pair-rank1-dv-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdPairRank1DvInDs},
     {"sm90-no-dq-tma-store", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
     {"sm90-no-dq-first", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
     {"sm90-no-dq-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},
@@ -61,7 +62,9 @@ bool numbered_variant(const std::string& name, const std::string& prefix, size_t
       name.size() > prefix.size() + max_digits ||
       name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
     return false;
-  *n = std::stoi(name.substr(prefix.size()));
+  const long long v = std::stoll(name.substr(prefix.size()));  // at most 10 digits: no overflow here
+  if (v > 2147483647LL) return false;
+  *n = int(v);
   return true;
 }
 
@@ -152,7 +155,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
   // given instead of the defaults and the problem rules: for experiments outside the rules' range.
-  if (numbered_variant(name, "sm90-bwd-flags", 9, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
+  if (numbered_variant(name, "sm90-bwd-flags", 10, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
     Sm90Options o;
     o.bwd_flags = n;
     if (n & sm90::kBwdTrace) o.bwd_trace = bwd_trace_path();  // any explicit variant can be traced

@@ -140,7 +140,14 @@ int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
       p.total_q() * int64_t(p.group()) <=
           int64_t(sm90::kBwdPairLateStoreWaitMaxStepsPerTile) * sm90::kBwdBlockM * p.batch())
     f |= sm90::kBwdPairLateStoreWait;
+  // With it, rank 1's dV in the dS^T halves (dK then waits for no other store): at D = 128, where it
+  // measured faster (bwd_config.h kBwdPairRank1DvInDs); at D = 64 ptxas spills 4 bytes with it.
+  if (o.bwd_flags < 0 && (f & sm90::kBwdPairLateStoreWait) && p.head_dim == 128 &&
+      !(o.bwd_flags_drop & sm90::kBwdPairRank1DvInDs))
+    f |= sm90::kBwdPairRank1DvInDs;
   if (!(f & sm90::kBwdPair)) f &= ~(sm90::kBwdPairTwoStage | sm90::kBwdPairLateStoreWait);  // pairs only
+  // Rank 1's dV in the dS^T halves needs the late wait and the deferred job (the first step's wait).
+  if (!(f & sm90::kBwdPairLateStoreWait) || !(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdPairRank1DvInDs;
   if (!(f & sm90::kBwdPairTwoStage)) f &= ~sm90::kBwdPairDvInDs;  // its rank 0 with two buffers only
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.

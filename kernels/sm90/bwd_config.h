@@ -214,6 +214,16 @@ enum BwdFlags : int {
   // first block waiting for the stores costs more than the epilogue saves. The host sets it by
   // default up to kBwdPairLateStoreWaitMaxStepsPerTile; it is not in kBwdDefaultFlags.
   kBwdPairLateStoreWait = 1 << 29,
+  // With kBwdPairLateStoreWait and kBwdDeferDq: rank 1's epilogue stages dV in the warpgroup's
+  // halves of the dS^T buffers (free once both warpgroups' last dQ jobs have read them) and dK
+  // alone in the staging buffer, so that dK no longer waits for dV's store to have read their
+  // shared buffer (about 2k cycles at L = 256); the next tile's first dS^T store (its first step,
+  // which has no dQ job) then waits for the stores' read as well. Same bits. Interleaved against
+  // kBwdPairLateStoreWait alone, both orders (thirty-fourth session, `ab-rank1-dv-in-ds-*`): self
+  // s = 1 L = 256 1.022 / 1.021x, cross L = 256 1.021 / 1.023x. The host sets it with the late
+  // wait at D = 128 (at D = 64 ptxas spills 4 bytes with it; not measured there); it is not in
+  // kBwdDefaultFlags.
+  kBwdPairRank1DvInDs = 1 << 30,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
@@ -222,7 +232,7 @@ enum BwdFlags : int {
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
                  kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV |
-                 kBwdRecordLanes | kBwdPairLateStoreWait,
+                 kBwdRecordLanes | kBwdPairLateStoreWait | kBwdPairRank1DvInDs,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

@@ -62,6 +62,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kDkInDs = (FLAGS & kBwdDkInDs) != 0 && kTwo && D / 64 <= kBwdDsStages;
   constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
   constexpr bool kLateStoreWait = kPair && (FLAGS & kBwdPairLateStoreWait) != 0;  // rank 1 only
+  constexpr bool kRank1DvInDs = kLateStoreWait && kDefer && (FLAGS & kBwdPairRank1DvInDs) != 0;
   constexpr bool kDvInV = bwd_dv_in_v(FLAGS) && kDkInDs;  // dV staged in our rows of V; V released after
   constexpr bool kStmatrix = (FLAGS & kBwdStmatrix) != 0;
   constexpr bool kStmatrixDs = (FLAGS & kBwdStmatrixDs) != 0;
@@ -264,6 +265,14 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       {
         const int buf = step % kBwdDsStages;
         wait_ds_empty(step, bars);
+        // kRank1DvInDs: the previous tile's dV left rank 1 through our halves of these buffers;
+        // the tile's first step (no dQ job) waits for that store's read before writing them.
+        if constexpr (kRank1DvInDs && !kHasDq) {
+          if (ptx::cluster_ctarank() == 1) {
+            if (int(threadIdx.x) == 128 * (cw + 1)) ptx::bulk_wait_group_read<0>();
+            ptx::named_barrier_sync(kBwdBarEpilogueBase + cw, 128);
+          }
+        }
         if constexpr (kIdle) {
           if (ls < kBwdDsStages) {
             const unsigned zeros[16] = {};
@@ -481,7 +490,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     };
     // kBwdPairDvInDs, rank 0 of a pair with two staging buffers: dV goes to our halves of the dS^T
     // buffers (waiting only for this CTA's last dQ jobs), dK alone to the next job's buffer.
-    const bool dv_in_ds = kPairDvInDs && dq_stage.two;
+    const bool dv_in_ds = (kPairDvInDs && dq_stage.two) || (kRank1DvInDs && !spare);
     if (kDvInV) {
       // dV has left during the tail (store_dv_in_v above).
     } else if (dv_in_ds) {
@@ -492,8 +501,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       store_out(dv, dv_stage, tm_dv, p.dv, dv_scale, true);
     }
     trace(kTrDvOut, step - 1);
-    if (dv_in_ds) {
-      bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, 2);
+    if (dv_in_ds) {  // rank 0 with two buffers: the next job's; kRank1DvInDs: rank 1's only one
+      bwd_wait_staging_idle<D>(bars, cw, step, dq_stage, dq_stage.depth());
       store_out(dk, dv_stage, tm_dk, p.dk, dk_scale, false);
     } else if constexpr (kDkInDs) {  // the accumulator path: dK in the dS^T buffers, right after dV
       store_out_in_ds(dk, tm_dk, p.dk, dk_scale);

@@ -373,6 +373,9 @@ TEST_SUITE("gpu") {
     Sm90Options pair_late_wait;
     pair_late_wait.bwd_flags = pair_top.bwd_flags | sm90::kBwdPairLateStoreWait;
     check_same_backward_bits(pair_late_wait, pair_top, p, dp, ctx);
+    Sm90Options pair_rank1_dv;
+    pair_rank1_dv.bwd_flags = pair_late_wait.bwd_flags | sm90::kBwdPairRank1DvInDs;
+    check_same_backward_bits(pair_rank1_dv, pair_top, p, dp, ctx);
   }
   TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
     // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
@@ -488,6 +491,10 @@ TEST_SUITE("gpu") {
       Sm90Options pairs_late_wait, pairs_late_wait_rows;
       pairs_late_wait.bwd_flags = pairs.bwd_flags | sm90::kBwdPairLateStoreWait;
       pairs_late_wait_rows.bwd_flags = pairs_late_wait.bwd_flags & ~sm90::kBwdDqTmaStore;
+      // ... with rank 1's dV in the dS^T halves (kBwdPairRank1DvInDs): the next tile's first dS^T
+      // store waits for it.
+      Sm90Options pairs_rank1_dv;
+      pairs_rank1_dv.bwd_flags = pairs_late_wait.bwd_flags | sm90::kBwdPairRank1DvInDs;
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
@@ -500,6 +507,7 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_fenced, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_late_wait, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_late_wait_rows, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_rank1_dv, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 backward: the dQ job in its own step or deferred to the next gives the same bits") {

@@ -293,10 +293,19 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // here G = 1 and a mean Lq of 267: 4.2).
   const ProblemDesc few_steps_pairs =
       problem(kBF16, 128, kFastGelu, kMaskNone, {300, 0, 500}, {256, 200, 250}, 2, 2);
+  // With it at D = 128 rank 1's dV in the dS^T halves (kBwdPairRank1DvInDs, 1073741824).
+  CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,1656127615>");
+  opt.bwd_flags_drop = kBwdPairRank1DvInDs;  // its ablation keeps the late wait
   CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,582385791>");
-  opt.bwd_flags_drop = kBwdPairLateStoreWait;  // the ablation
+  opt.bwd_flags_drop = kBwdPairLateStoreWait;  // the late wait's ablation: neither
   CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,45514879>");
   opt.bwd_flags_drop = 0;
+  ProblemDesc few_steps_d64 = few_steps_pairs;  // D = 64: the late wait without rank 1's dV in dS^T
+  few_steps_d64.head_dim = 64;
+  const std::string d64 = sm90_backward_sources(few_steps_d64, opt)[0].name_expression;
+  const int d64_flags = std::stoi(d64.substr(d64.rfind(',') + 1));
+  CHECK((d64_flags & kBwdPairLateStoreWait) != 0);
+  CHECK((d64_flags & kBwdPairRank1DvInDs) == 0);
   ProblemDesc few_steps_gqa = few_steps_pairs;  // G = 2: 8.3 steps per KV tile
   few_steps_gqa.heads_q = 4;  // (the unit-scale and other bits as above)
   few_steps_gqa.heads_kv = 2;
@@ -601,11 +610,12 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
       REQUIRE(pair.size() == 1);
       sources.push_back(pair[0]);
     }
-    // A few query steps per KV tile (G = 1, mean Lq 275): rank 1's late store wait (kBwdPairLateStoreWait).
+    // A few query steps per KV tile (G = 1, mean Lq 275): rank 1's late store wait (kBwdPairLateStoreWait)
+    // and its dV in the dS^T halves (kBwdPairRank1DvInDs).
     const std::vector<KernelSource> late =
         sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, {300, 250}, {200, 256}, 2, 2), Sm90Options{});
     REQUIRE(late.size() == 1);
-    CHECK(late[0].name_expression.find(",582385791>") != std::string::npos);
+    CHECK(late[0].name_expression.find(",1656127615>") != std::string::npos);  // and rank 1's dV in dS^T
     sources.push_back(late[0]);
     // The profiling variant (kBwdTrace): its tracer must not cost the consumers a spill either.
     Sm90Options traced;
@@ -712,7 +722,10 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   CHECK(bwd_name("sm90-bwd-flags16477") == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
   CHECK_THROWS(make_kernel("sm90-bwd-flags256"));  // bits 8..12 are the activation mix's
   CHECK_THROWS(make_kernel("sm90-bwd-flags123456"));
-  CHECK_THROWS(make_kernel("sm90-bwd-flags1234567890"));  // more than nine digits
+  CHECK_THROWS(make_kernel("sm90-bwd-flags12345678901"));  // more than ten digits
+  CHECK_THROWS(make_kernel("sm90-bwd-flags4294967296"));   // ten digits, past int
+  CHECK(bwd_name("sm90-bwd-flags1610612765") ==  // ten digits: bit 30 (kBwdPairRank1DvInDs), no pairs: cleared
+        "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
   CHECK_THROWS(make_kernel("sm90-bwd-flags"));
   CHECK_THROWS(make_kernel("sm90-bwd-flags0x1"));
   // The other numbered family, parsed the same way.
