@@ -127,7 +127,7 @@ class Sm90Kernel final : public AttentionKernel {
       if (why) *why = "the softmax variant is forward-only (it exists to measure the softmax bookkeeping)";
       return false;
     }
-    if (backward) return sm90_backward_supports(p, why);
+    if (backward) return sm90_backward_supports(p, opt_, why);
     return true;
   }
 

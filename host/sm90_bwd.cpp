@@ -111,6 +111,10 @@ std::vector<WorkTile> sm90_bwd_pair_items(const std::vector<WorkTile>& tiles) {
 
 namespace {
 
+// Why a kernel with kBwdPair cannot run a problem (explicit flags; the default asks only where it can).
+constexpr const char* kPairNeeds =
+    "the flags ask for cluster pairs (kBwdPair), which need no mask, every Lk in (128, 256] and kBwdDqFinish";
+
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
 // multiply before the activation (the same specialisation as the forward's).
 int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
@@ -282,7 +286,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
       throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     pair_ = (flags & sm90::kBwdPair) != 0;
     if (pair_ && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish)))
-      throw ProblemError("sm90 backward: kBwdPair needs no mask, every Lk in (128, 256] and kBwdDqFinish");
+      throw ProblemError(std::string("sm90 backward: ") + kPairNeeds);
     desc_ = p;
     sms_ = dev.sm_count;
     follow_ = (flags & sm90::kBwdDqFollow) != 0;
@@ -463,6 +467,16 @@ bool sm90_backward_supports(const ProblemDesc& p, std::string* why) {
   if (!p.kv_index.empty()) return no("kv_index (shared KV) is forward-only");
   if (p.activation < 0 || p.activation >= kNumActivations) return no("unknown activation");
   if (p.mask < 0 || p.mask >= kNumMaskKinds) return no("unknown mask");
+  return true;
+}
+
+bool sm90_backward_supports(const ProblemDesc& p, const Sm90Options& opt, std::string* why) {
+  if (!sm90_backward_supports(p, why)) return false;
+  const int flags = bwd_flags_of(opt, p);
+  if ((flags & sm90::kBwdPair) && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish))) {
+    if (why) *why = kPairNeeds;
+    return false;
+  }
   return true;
 }
 

@@ -21,6 +21,10 @@ class Sm90Backward {
 };
 
 bool sm90_backward_supports(const ProblemDesc& p, std::string* why);
+// The same, and whether the flags these options give for p can run it: explicit flags that ask for
+// cluster pairs (kBwdPair) on a problem the pairs cannot take are refused here, with the reason,
+// instead of failing in the kernel's compile.
+bool sm90_backward_supports(const ProblemDesc& p, const Sm90Options& opt, std::string* why);
 std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt);
 std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt);
 

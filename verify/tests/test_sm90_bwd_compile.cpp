@@ -341,6 +341,19 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
           .name_expression;
   CHECK(causal.find(",3,1,") != std::string::npos);                       // mask 1
   CHECK(std::stoi(causal.substr(causal.rfind(',') + 1)) % 2 == 1);  // flags odd: deferred
+  // Explicit flags with pairs on a problem the pairs cannot take: refused by supports() with the
+  // reason (gdpa check skips the case), not left to the kernel's static_assert at compile time.
+  {
+    const auto pair_kernel = make_kernel("sm90-bwd-flags" + std::to_string(kBwdDefaultFlags | kBwdPair));
+    std::string why;
+    CHECK(pair_kernel->supports(whole_halves, 90, true, &why));
+    CHECK_FALSE(pair_kernel->supports(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256}), 90, true, &why));
+    CHECK(why.find("kBwdPair") != std::string::npos);
+    why.clear();
+    CHECK_FALSE(pair_kernel->supports(problem(kBF16, 128, kFastGelu, kMaskNone, lq, {129, 200, 300}), 90, true, &why));
+    CHECK(why.find("(128, 256]") != std::string::npos);
+    CHECK(pair_kernel->supports(problem(kBF16, 128, kFastGelu, kMaskCausal, lq, {129, 200, 256}), 90, false, &why));
+  }
   // A pair launch walks one entry per (sequence, KV head): KV tile 0 of each.
   p.heads_q = 4;
   p.heads_kv = 2;
