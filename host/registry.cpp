@@ -18,7 +18,7 @@ struct Ablation {
   const char* name;
   int fwd_drop;  // forward switches removed from its defaults (its problem rules still apply)
   SchedulePolicy policy;
-  int bwd_drop = 0;  // backward switches removed from its defaults (its problem rules still apply)
+  long long bwd_drop = 0;  // backward switches removed from its defaults (its problem rules still apply)
 };
 
 // Each row switches exactly one optimization off (issue: ablations isolate each one).
@@ -56,14 +56,22 @@ const Ablation kAblations[] = {
     {"sm90-longest-first", 0, SchedulePolicy::kLongestFirst},
 };
 
-// `name` is `prefix` followed by 1..max_digits decimal digits: their value in *n.
-bool numbered_variant(const std::string& name, const std::string& prefix, size_t max_digits, int* n) {
+// `name` is `prefix` followed by 1..max_digits decimal digits (at most 18: no overflow) whose value
+// is at most `max_value`: that value in *n.
+bool numbered_variant(const std::string& name, const std::string& prefix, size_t max_digits, long long* n,
+                      long long max_value) {
   if (name.compare(0, prefix.size(), prefix) != 0 || name.size() <= prefix.size() ||
       name.size() > prefix.size() + max_digits ||
       name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
     return false;
-  const long long v = std::stoll(name.substr(prefix.size()));  // at most 10 digits: no overflow here
-  if (v > 2147483647LL) return false;
+  const long long v = std::stoll(name.substr(prefix.size()));
+  if (v > max_value) return false;
+  *n = v;
+  return true;
+}
+bool numbered_variant(const std::string& name, const std::string& prefix, size_t max_digits, int* n) {
+  long long v = 0;
+  if (!numbered_variant(name, prefix, max_digits, &v, 2147483647LL)) return false;
   *n = int(v);
   return true;
 }
@@ -155,10 +163,11 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   // sm90-bwd-flagsN: the backward with explicit flags N (kernels/sm90/bwd_config.h BwdFlags), used as
   // given instead of the defaults and the problem rules: for experiments outside the rules' range.
-  if (numbered_variant(name, "sm90-bwd-flags", 10, &n) && (n & ~sm90::kBwdAllFlags) == 0) {
+  long long bits = 0;  // 64-bit flags (bwd_config.h)
+  if (numbered_variant(name, "sm90-bwd-flags", 18, &bits, (1LL << 62) - 1) && (bits & ~sm90::kBwdAllFlags) == 0) {
     Sm90Options o;
-    o.bwd_flags = n;
-    if (n & sm90::kBwdTrace) o.bwd_trace = bwd_trace_path();  // any explicit variant can be traced
+    o.bwd_flags = bits;
+    if (bits & sm90::kBwdTrace) o.bwd_trace = bwd_trace_path();  // any explicit variant can be traced
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }

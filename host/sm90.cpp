@@ -43,7 +43,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
     f |= sm90::kFwdUnitLogitScale;
   else
     f &= ~sm90::kFwdUnitLogitScale;
-  if (!o.softmax) f = sm90_with_act_mix(f, o, p, false);
+  if (!o.softmax) f = int(sm90_with_act_mix(f, o, p, false));  // the forward's flags fit an int
   // The narrow last block only where some sequence's last key block holds 1..64 keys (its second
   // step form costs the others), and only in the kernels that keep their registers with it (the
   // final flags decide that, act mix included).
@@ -236,7 +236,7 @@ Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int l
   return t;
 }
 
-int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, bool backward) {
+long long sm90_with_act_mix(long long flags, const Sm90Options& opt, const ProblemDesc& p, bool backward) {
   if (p.activation != kFastGelu) return flags;
   return sm90::with_act_mix(flags, opt.act_mix < 0 ? sm90::act_mix_default(p.head_dim, backward) : opt.act_mix);
 }

@@ -18,10 +18,10 @@ struct Sm90Options {
   // kernels/sm90/bwd_config.h BwdFlags; -1 = the defaults plus the problem-dependent rules (the
   // in-kernel dQ finish only for a mean Lk <= kBwdDqFinishMaxMeanLenK). Explicit flags are used as
   // given, except that kBwdDqFinish is dropped without `deterministic` (it needs the fixed order).
-  int bwd_flags = -1;
+  long long bwd_flags = -1;
   // With bwd_flags = -1: switches removed from the defaults before the rules above apply, so an
   // ablation changes exactly one switch (explicit bwd_flags would bypass the rules).
-  int bwd_flags_drop = 0;
+  long long bwd_flags_drop = 0;
   SchedulePolicy policy = SchedulePolicy::kZigzag;
   // Backward: dQ blocks are added in a fixed KV order, so dQ is bit-identical run to run. The
   // default: with the first adder storing instead of the accumulator being zeroed, it measured no
@@ -51,7 +51,7 @@ std::unique_ptr<AttentionKernel> make_sm90_kernel(const Sm90Options& opt = {});
 
 // `flags` with the mixed MUFU / FMA bits (kernels/sm90/act_mix.h) this problem gets: only
 // fast_gelu has a MUFU form to mix; act_mix < 0 takes act_mix_default for the head dim.
-int sm90_with_act_mix(int flags, const Sm90Options& opt, const ProblemDesc& p, bool backward);
+long long sm90_with_act_mix(long long flags, const Sm90Options& opt, const ProblemDesc& p, bool backward);
 
 // What the sm90 forward moves between L2 and the SMs for problem p under its default schedule
 // (zigzag on `num_sms` SMs), next to the least any kernel must (Q, K, V read once, O written once;

@@ -117,8 +117,8 @@ constexpr const char* kPairNeeds =
 
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
 // multiply before the activation (the same specialisation as the forward's).
-int bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
-  int f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags & ~o.bwd_flags_drop : o.bwd_flags;
+long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
+  long long f = o.bwd_flags < 0 ? sm90::kBwdDefaultFlags & ~o.bwd_flags_drop : o.bwd_flags;
   // Some KV tile with keys only in its first half (two of the rules below ask).
   const bool empty_half = sm90_bwd_has_empty_half(p);
   // Set exactly when logit_scale == 1, explicit flags too: the kernel then skips the multiply, so
@@ -246,7 +246,7 @@ std::string template_args(const ProblemDesc& p) {
   return std::to_string(int(p.dtype)) + "," + std::to_string(p.head_dim);
 }
 
-KernelSource main_source(const ProblemDesc& p, int flags) {
+KernelSource main_source(const ProblemDesc& p, long long flags) {
   KernelSource s;
   s.file = "kernels/sm90/gdpa_bwd.cu";
   s.name_expression = "gdpa::sm90::gdpa_bwd<" + template_args(p) + "," + std::to_string(int(p.activation)) + "," +
@@ -254,7 +254,7 @@ KernelSource main_source(const ProblemDesc& p, int flags) {
   return s;
 }
 
-KernelSource convert_source(const ProblemDesc& p, int flags) {
+KernelSource convert_source(const ProblemDesc& p, long long flags) {
   KernelSource s;
   s.file = "kernels/sm90/dq_convert.cu";
   if (flags & sm90::kBwdDqFollow) {  // the conversion beside the backward
@@ -281,7 +281,7 @@ class Sm90BackwardImpl final : public Sm90Backward {
   void prepare(const ProblemDesc& p, const DeviceInfo& dev) override {
     std::string why;
     if (!sm90_backward_supports(p, &why)) throw ProblemError("sm90 backward: " + why);
-    const int flags = bwd_flags_of(opt_, p);
+    const long long flags = bwd_flags_of(opt_, p);
     if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask))
       throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     pair_ = (flags & sm90::kBwdPair) != 0;
@@ -472,7 +472,7 @@ bool sm90_backward_supports(const ProblemDesc& p, std::string* why) {
 
 bool sm90_backward_supports(const ProblemDesc& p, const Sm90Options& opt, std::string* why) {
   if (!sm90_backward_supports(p, why)) return false;
-  const int flags = bwd_flags_of(opt, p);
+  const long long flags = bwd_flags_of(opt, p);
   if ((flags & sm90::kBwdPair) && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish))) {
     if (why) *why = kPairNeeds;
     return false;
@@ -485,7 +485,7 @@ std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt) {
 }
 
 std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt) {
-  const int flags = bwd_flags_of(opt, p);
+  const long long flags = bwd_flags_of(opt, p);
   if (flags & sm90::kBwdPair) return {main_source(p, flags)};
   return {main_source(p, flags), convert_source(p, flags)};
 }

@@ -21,9 +21,11 @@ constexpr int kActMixShift = 8;
 constexpr int kActMixMask = 31 << kActMixShift;
 constexpr int kActMixMax = 16;  // every block on the FMA pipe
 
-GDPA_HD constexpr int act_mix_of(int flags) { return (flags >> kActMixShift) & 31; }
-GDPA_HD constexpr int with_act_mix(int flags, int sixteenths) {
-  return (flags & ~kActMixMask) | (sixteenths << kActMixShift);
+// Both kernels' flags: the forward's are an int, the backward's 64 bits wide (bwd_config.h).
+GDPA_HD constexpr int act_mix_of(long long flags) { return int(flags >> kActMixShift) & 31; }
+template <class Flags>
+GDPA_HD constexpr Flags with_act_mix(Flags flags, int sixteenths) {
+  return (flags & ~Flags(kActMixMask)) | (Flags(sixteenths) << kActMixShift);
 }
 
 // Block `block` (0-based) of a row goes to the FMA pipe when the running count floor(b * mix / 16)

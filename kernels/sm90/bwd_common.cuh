@@ -49,7 +49,7 @@ constexpr int kBwdBarTurnBase = kBwdBarEpilogueBase + kBwdConsumerWarpgroups;
 // kBwdPingpong: both warpgroups run the same steps of the same tiles and take two turns per step
 // (S^T and dP^T; dV, dK and the dQ job), so the turns strictly alternate; no wait inside a turn
 // depends on the other warpgroup's next turn.
-template <int FLAGS>
+template <long long FLAGS>
 using BwdTurns = ConsumerTurns<(FLAGS & kBwdPingpong) != 0, kBwdBarTurnBase>;
 
 // Everything about one work tile that producer, writer and consumers need: the host's record

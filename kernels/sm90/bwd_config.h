@@ -9,8 +9,10 @@
 
 namespace gdpa::sm90 {
 
-// Ablation switches of the backward kernel (template argument FLAGS).
-enum BwdFlags : int {
+// Ablation switches of the backward kernel (template argument FLAGS). 64 bits wide: bits 0-7 and
+// 13-30 were all taken by the thirty-fourth session (8-12 carry the activation mix, act_mix.h), so
+// new switches take bits 31 and up; the host's -1 ("the defaults") stays out of reach.
+enum BwdFlags : long long {
   // dQ of step t is multiplied during step t + 1 (its dS exchange is waited on a step later), so
   // the two consumer warpgroups may drift about half a step apart and one's activation overlaps
   // the other's GEMMs. Off: dQ(t) right after dS(t) is exchanged, the warpgroups run in lockstep.
@@ -262,14 +264,14 @@ constexpr int kBwdDqFinishMaxMeanLenK = 192;
 // What the flags make of the dQ path, one definition for every role of the kernel that needs it
 // (the consumers and the writer must agree): the partial-sum buffer is the second staging buffer
 // only without the finish, and a job is added from the registers only where nothing finishes it.
-GDPA_HD constexpr bool bwd_dq_two_stage(int flags) { return (flags & kBwdDqTwoStage) && !(flags & kBwdDqFinish); }
+GDPA_HD constexpr bool bwd_dq_two_stage(long long flags) { return (flags & kBwdDqTwoStage) && !(flags & kBwdDqFinish); }
 // kBwdDvInV: where the kernel takes it, with kBwdDkInDs and kBwdDeferDq (dV is staged during the
 // tile's deferred last dQ job; the host clears it elsewhere); the producer and the consumers must
 // agree, since it moves V's release and the order of the K / V loads.
-GDPA_HD constexpr bool bwd_dv_in_v(int flags) {
+GDPA_HD constexpr bool bwd_dv_in_v(long long flags) {
   return (flags & kBwdDvInV) && (flags & kBwdDkInDs) && (flags & kBwdDeferDq) && bwd_dq_two_stage(flags);
 }
-GDPA_HD constexpr bool bwd_dq_red(int flags) { return (flags & kBwdDqRed) && !(flags & kBwdDqFinish); }
+GDPA_HD constexpr bool bwd_dq_red(long long flags) { return (flags & kBwdDqRed) && !(flags & kBwdDqFinish); }
 
 // kBwdDqRed (unordered mode) by default only from this mean KV length. Against the unordered mode
 // without it, interleaved, two rounds (sixteenth session, `ab-dq-red-*`): 1.05-1.06x at self s = 1

@@ -39,7 +39,7 @@ namespace gdpa::sm90 {
 // ((t / S) & 1) ^ 1 (a fresh barrier passes: the producer idiom). "Full" for use u completes when
 // both warpgroups stored their halves; a dQ job of step j waits parity (j / S) & 1. No barrier can
 // run two phases ahead of a waiter, since each phase needs that waiter's own arrivals.
-template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
+template <int DTYPE, int D, int ACT, int MASK, long long FLAGS>
 __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const ptx::TensorMap* tm_dk,
                                              const ptx::TensorMap* tm_dv, unsigned char* smem) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);

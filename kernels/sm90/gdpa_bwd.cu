@@ -67,7 +67,7 @@ namespace gdpa::sm90 {
 // ---------------------------------------------------------------------------------------------
 // The kernel: barrier set-up, then one branch per role.
 // ---------------------------------------------------------------------------------------------
-template <int DTYPE, int D, int ACT, int MASK, int FLAGS>
+template <int DTYPE, int D, int ACT, int MASK, long long FLAGS>
 __global__ void __launch_bounds__(kBwdThreads, 1)
     gdpa_bwd(const __grid_constant__ ptx::TensorMap tm_q, const __grid_constant__ ptx::TensorMap tm_k,
              const __grid_constant__ ptx::TensorMap tm_v, const __grid_constant__ ptx::TensorMap tm_do,

@@ -147,7 +147,7 @@ void check_same_bits_over_many_tiles(const Sm90Options& a, const Sm90Options& b,
 
 // check_same_bits_over_masks_and_dims for explicit backward flags `flags` against the same flags
 // without `dropped`: a switch that reorders work must not change a bit.
-void check_dropping_changes_no_bits(int flags, int dropped, uint64_t seed, const Context& ctx) {
+void check_dropping_changes_no_bits(long long flags, long long dropped, uint64_t seed, const Context& ctx) {
   Sm90Options with, without;
   with.bwd_flags = flags;
   without.bwd_flags = flags & ~dropped;
@@ -228,7 +228,7 @@ TEST_SUITE("gpu") {
       for (int d : {64, 128}) {
         const std::string name = sm90_backward_sources(problem_for(mask, d), red)[0].name_expression;
         CAPTURE(name);
-        REQUIRE((std::stoi(name.substr(name.rfind(',') + 1)) & sm90::kBwdDqRed) != 0);
+        REQUIRE((std::stoll(name.substr(name.rfind(',') + 1)) & sm90::kBwdDqRed) != 0);
       }
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
@@ -296,7 +296,7 @@ TEST_SUITE("gpu") {
     // CTA, and a window (each block its own contributor range). One and five follower SMs.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    const int follow = (sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish) | sm90::kBwdDqFollow;
+    const long long follow = (sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish) | sm90::kBwdDqFollow;
     check_dropping_changes_no_bits(follow, sm90::kBwdDqFollow, 151, ctx);
     for (int sms : {1, 5}) {
       CAPTURE(sms);
@@ -386,7 +386,7 @@ TEST_SUITE("gpu") {
     // twice each (a race need not show on every run); pairs in the pair test.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    const int moved = sm90::kBwdDqFenceAtWriter | sm90::kBwdDsFenceAtReader;
+    const long long moved = sm90::kBwdDqFenceAtWriter | sm90::kBwdDsFenceAtReader;
     for (int round = 0; round < 2; ++round) {
       check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, moved, 141 + uint64_t(round), ctx);
       check_dropping_changes_no_bits(sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish, moved, 143 + uint64_t(round), ctx);
@@ -560,8 +560,8 @@ TEST_SUITE("gpu") {
     // mean Lk; each bit dropped alone and both together.
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    const int both = sm90::kBwdStmatrix | sm90::kBwdStmatrixDs;
-    for (int dropped : {int(sm90::kBwdStmatrix), int(sm90::kBwdStmatrixDs), both}) {
+    const long long both = sm90::kBwdStmatrix | sm90::kBwdStmatrixDs;
+    for (long long dropped : {(long long)sm90::kBwdStmatrix, (long long)sm90::kBwdStmatrixDs, both}) {
       CAPTURE(dropped);
       check_dropping_changes_no_bits(sm90::kBwdDefaultFlags, dropped, 113, ctx);
       Sm90Options with, without;
