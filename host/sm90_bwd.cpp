@@ -152,6 +152,8 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (!(f & sm90::kBwdPair)) f &= ~(sm90::kBwdPairTwoStage | sm90::kBwdPairLateStoreWait);  // pairs only
   // Rank 1's dV in the dS^T halves needs the late wait and the deferred job (the first step's wait).
   if (!(f & sm90::kBwdPairLateStoreWait) || !(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdPairRank1DvInDs;
+  // Rank 0's late store wait (experimental, explicit flags only): pairs with the deferred job.
+  if (!(f & sm90::kBwdPair) || !(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdPairRank0LateStoreWait;
   if (!(f & sm90::kBwdPairTwoStage)) f &= ~sm90::kBwdPairDvInDs;  // its rank 0 with two buffers only
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the
   // same kernel.

@@ -226,6 +226,13 @@ enum BwdFlags : long long {
   // wait at D = 128 (at D = 64 ptxas spills 4 bytes with it; not measured there); it is not in
   // kBwdDefaultFlags.
   kBwdPairRank1DvInDs = 1 << 30,
+  // Experimental (thirty-fourth session; built and compiled, not yet run on a GPU, not in any
+  // default): kBwdPair with kBwdDeferDq, rank 0 too ends its epilogue without waiting for its dK /
+  // dV stores' read; the next tile's first step (no dQ job) waits for it before its first dS^T
+  // store, which comes before any write of rank 0's buffers (dV in the dS^T halves, dK in its next
+  // job's staging buffer, written at the next hand-over). Rank 1's first copy of each tile comes
+  // from rank 0, so rank 0's tile start is on the pair's path too. Same bits.
+  kBwdPairRank0LateStoreWait = 1LL << 31,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
@@ -234,7 +241,7 @@ enum BwdFlags : long long {
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
                  kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV |
-                 kBwdRecordLanes | kBwdPairLateStoreWait | kBwdPairRank1DvInDs,
+                 kBwdRecordLanes | kBwdPairLateStoreWait | kBwdPairRank1DvInDs | kBwdPairRank0LateStoreWait,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations

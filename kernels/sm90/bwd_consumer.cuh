@@ -63,6 +63,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
   constexpr bool kLateStoreWait = kPair && (FLAGS & kBwdPairLateStoreWait) != 0;  // rank 1 only
   constexpr bool kRank1DvInDs = kLateStoreWait && kDefer && (FLAGS & kBwdPairRank1DvInDs) != 0;
+  constexpr bool kRank0Late = kPair && kDefer && (FLAGS & kBwdPairRank0LateStoreWait) != 0;  // experimental
   constexpr bool kDvInV = bwd_dv_in_v(FLAGS) && kDkInDs;  // dV staged in our rows of V; V released after
   constexpr bool kStmatrix = (FLAGS & kBwdStmatrix) != 0;
   constexpr bool kStmatrixDs = (FLAGS & kBwdStmatrixDs) != 0;
@@ -267,8 +268,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         wait_ds_empty(step, bars);
         // kRank1DvInDs: the previous tile's dV left rank 1 through our halves of these buffers;
         // the tile's first step (no dQ job) waits for that store's read before writing them.
-        if constexpr (kRank1DvInDs && !kHasDq) {
-          if (ptx::cluster_ctarank() == 1) {
+        // kRank0Late: the same wait for rank 0's epilogue stores (its dV here, its dK in the
+        // staging buffer of its next job, written after this).
+        if constexpr ((kRank1DvInDs || kRank0Late) && !kHasDq) {
+          const unsigned rank = ptx::cluster_ctarank();
+          if ((kRank1DvInDs && rank == 1) || (kRank0Late && rank == 0)) {
             if (int(threadIdx.x) == 128 * (cw + 1)) ptx::bulk_wait_group_read<0>();
             ptx::named_barrier_sync(kBwdBarEpilogueBase + cw, 128);
           }
@@ -516,7 +520,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // (store_block_tma): no wait here (the CTA's exit waits for the stores).
     // kLateStoreWait, rank 1 of a pair: both went through the staging buffer, whose next writer
     // (the next tile's first finished block, bwd_dq_finish) waits for these reads instead.
-    if (kFinish && !(kLateStoreWait && !spare)) {
+    // kRank0Late (experimental): rank 0's too, at the next tile's first dS^T store.
+    if (kFinish && !(kLateStoreWait && !spare) && !(kRank0Late && kPair && spare)) {
       if (tid == 0) ptx::bulk_wait_group_read<0>();
       ptx::named_barrier_sync(bar, 128);
     }

@@ -376,6 +376,9 @@ TEST_SUITE("gpu") {
     Sm90Options pair_rank1_dv;
     pair_rank1_dv.bwd_flags = pair_late_wait.bwd_flags | sm90::kBwdPairRank1DvInDs;
     check_same_backward_bits(pair_rank1_dv, pair_top, p, dp, ctx);
+    Sm90Options pair_rank0_late;
+    pair_rank0_late.bwd_flags = pair_rank1_dv.bwd_flags | sm90::kBwdPairRank0LateStoreWait;
+    check_same_backward_bits(pair_rank0_late, pair_top, p, dp, ctx);
   }
   TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
     // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
@@ -495,6 +498,8 @@ TEST_SUITE("gpu") {
       // store waits for it.
       Sm90Options pairs_rank1_dv;
       pairs_rank1_dv.bwd_flags = pairs_late_wait.bwd_flags | sm90::kBwdPairRank1DvInDs;
+      Sm90Options pairs_rank0_late;  // ... and rank 0's epilogue without its wait (experimental)
+      pairs_rank0_late.bwd_flags = pairs_rank1_dv.bwd_flags | sm90::kBwdPairRank0LateStoreWait;
       CAPTURE(int(dt));
       CAPTURE(p.head_dim);
       check_same_backward_bits(pairs, ordered, p, dp, ctx);
@@ -508,6 +513,7 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(pairs, pairs_late_wait, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_late_wait_rows, p, dp, ctx);
       check_same_backward_bits(pairs, pairs_rank1_dv, p, dp, ctx);
+      check_same_backward_bits(pairs, pairs_rank0_late, p, dp, ctx);
     }
   }
   TEST_CASE("sm90 backward: the dQ job in its own step or deferred to the next gives the same bits") {
