@@ -115,6 +115,12 @@ namespace {
 constexpr const char* kPairNeeds =
     "the flags ask for cluster pairs (kBwdPair), which need no mask, every Lk in (128, 256] and kBwdDqFinish";
 
+// Whether p has at most n query steps per KV tile on average (group x mean Lq / BlockM): the
+// measure of the rules that depend on how few steps a tile's fixed costs are spread over.
+bool mean_steps_per_kv_tile_at_most(const ProblemDesc& p, int n) {
+  return p.total_q() * int64_t(p.group()) <= int64_t(n) * sm90::kBwdBlockM * p.batch();
+}
+
 // The option's ablation flags, plus what the problem allows: a logit_scale of exactly 1 needs no
 // multiply before the activation (the same specialisation as the forward's).
 long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
@@ -141,8 +147,7 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // Rank 1's late wait for its epilogue's stores: by default on pairs with few query steps per KV
   // tile, where it measured faster (bwd_config.h kBwdPairLateStoreWaitMaxStepsPerTile).
   if (o.bwd_flags < 0 && (f & sm90::kBwdPair) && !(o.bwd_flags_drop & sm90::kBwdPairLateStoreWait) &&
-      p.total_q() * int64_t(p.group()) <=
-          int64_t(sm90::kBwdPairLateStoreWaitMaxStepsPerTile) * sm90::kBwdBlockM * p.batch())
+      mean_steps_per_kv_tile_at_most(p, sm90::kBwdPairLateStoreWaitMaxStepsPerTile))
     f |= sm90::kBwdPairLateStoreWait;
   // With it, rank 1's dV in the dS^T halves (dK then waits for no other store): at D = 128, where it
   // measured faster (bwd_config.h kBwdPairRank1DvInDs); at D = 64 ptxas spills 4 bytes with it.
@@ -214,9 +219,7 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // Masked problems keep the deferral: undeferred, the causal and window kernels spilled 36-44
   // bytes at D = 128 (ptxas 13.0).
   if (o.bwd_flags < 0 && (f & sm90::kBwdDqFinish) && !(f & sm90::kBwdPair) && p.mask == kMaskNone &&
-      p.batch() > 0 &&
-      p.total_q() * int64_t(p.group()) <=
-          int64_t(sm90::kBwdUndeferredMaxStepsPerTile) * sm90::kBwdBlockM * p.batch())
+      p.batch() > 0 && mean_steps_per_kv_tile_at_most(p, sm90::kBwdUndeferredMaxStepsPerTile))
     f &= ~sm90::kBwdDeferDq;
   // The kernel issues the dQ job first only at D = 128 (bwd_consumer.cuh, kDqFirst): one kernel per
   // behaviour.
@@ -281,14 +284,12 @@ class Sm90BackwardImpl final : public Sm90Backward {
   explicit Sm90BackwardImpl(const Sm90Options& o) : opt_(o) {}
 
   void prepare(const ProblemDesc& p, const DeviceInfo& dev) override {
-    std::string why;
-    if (!sm90_backward_supports(p, &why)) throw ProblemError("sm90 backward: " + why);
+    std::string why;  // the problem, and whether these options' flags can run it (pairs)
+    if (!sm90_backward_supports(p, opt_, &why)) throw ProblemError("sm90 backward: " + why);
     const long long flags = bwd_flags_of(opt_, p);
     if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask))
       throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     pair_ = (flags & sm90::kBwdPair) != 0;
-    if (pair_ && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish)))
-      throw ProblemError(std::string("sm90 backward: ") + kPairNeeds);
     desc_ = p;
     sms_ = dev.sm_count;
     follow_ = (flags & sm90::kBwdDqFollow) != 0;

@@ -521,7 +521,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // kLateStoreWait, rank 1 of a pair: both went through the staging buffer, whose next writer
     // (the next tile's first finished block, bwd_dq_finish) waits for these reads instead.
     // kRank0Late (experimental): rank 0's too, at the next tile's first dS^T store.
-    if (kFinish && !(kLateStoreWait && !spare) && !(kRank0Late && kPair && spare)) {
+    if (kFinish && !(kLateStoreWait && !spare) && !(kRank0Late && spare)) {
       if (tid == 0) ptx::bulk_wait_group_read<0>();
       ptx::named_barrier_sync(bar, 128);
     }
