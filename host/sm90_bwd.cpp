@@ -154,10 +154,16 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (o.bwd_flags < 0 && (f & sm90::kBwdPairLateStoreWait) && p.head_dim == 128 &&
       !(o.bwd_flags_drop & sm90::kBwdPairRank1DvInDs))
     f |= sm90::kBwdPairRank1DvInDs;
+  // And rank 0's late wait, at the next tile's first dS^T store (bwd_config.h
+  // kBwdPairRank0LateStoreWait): the same cases, measured with rank 1's dV in the dS^T halves; at
+  // D = 64 ptxas spills 4 bytes with it too.
+  if (o.bwd_flags < 0 && (f & sm90::kBwdPairLateStoreWait) && p.head_dim == 128 &&
+      !(o.bwd_flags_drop & sm90::kBwdPairRank0LateStoreWait))
+    f |= sm90::kBwdPairRank0LateStoreWait;
   if (!(f & sm90::kBwdPair)) f &= ~(sm90::kBwdPairTwoStage | sm90::kBwdPairLateStoreWait);  // pairs only
   // Rank 1's dV in the dS^T halves needs the late wait and the deferred job (the first step's wait).
   if (!(f & sm90::kBwdPairLateStoreWait) || !(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdPairRank1DvInDs;
-  // Rank 0's late store wait (experimental, explicit flags only): pairs with the deferred job.
+  // Rank 0's late store wait: pairs with the deferred job (the first step's wait).
   if (!(f & sm90::kBwdPair) || !(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdPairRank0LateStoreWait;
   if (!(f & sm90::kBwdPairTwoStage)) f &= ~sm90::kBwdPairDvInDs;  // its rank 0 with two buffers only
   // The TMA store is part of the finishing code: without it the bit would only name a copy of the

@@ -36,7 +36,7 @@ const char* kHelp =
     "             sm90-no-dq-finish, sm90-no-dq-pair, sm90-no-dq-tma-store,\n"
     "             sm90-no-dq-first, sm90-no-dq-two-stage, sm90-no-early-act, sm90-no-dk-in-ds, sm90-no-dv-in-v,\n"
     "             sm90-no-pair-two-stage, sm90-no-pair-dv-in-ds, sm90-no-pair-late-store-wait,\n"
-    "             sm90-no-pair-rank1-dv-in-ds, sm90-no-stmatrix-grads,\n"
+    "             sm90-no-pair-rank1-dv-in-ds, sm90-no-pair-rank0-late-store-wait, sm90-no-stmatrix-grads,\n"
     "             sm90-no-stmatrix-ds, sm90-no-dq-follow, sm90-no-bwd-record-lanes, sm90-dq-finish-always,\n"
     "             sm90-dq-follow-always, sm90-follow-smsN (the follower on N SMs)\n"
     "  --sets: only sets whose name contains one of the comma-separated texts (e.g. self-s1.0,cross)\n"

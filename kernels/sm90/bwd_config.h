@@ -226,12 +226,15 @@ enum BwdFlags : long long {
   // wait at D = 128 (at D = 64 ptxas spills 4 bytes with it; not measured there); it is not in
   // kBwdDefaultFlags.
   kBwdPairRank1DvInDs = 1 << 30,
-  // Experimental (thirty-fourth session; built and compiled, not yet run on a GPU, not in any
-  // default): kBwdPair with kBwdDeferDq, rank 0 too ends its epilogue without waiting for its dK /
-  // dV stores' read; the next tile's first step (no dQ job) waits for it before its first dS^T
-  // store, which comes before any write of rank 0's buffers (dV in the dS^T halves, dK in its next
-  // job's staging buffer, written at the next hand-over). Rank 1's first copy of each tile comes
-  // from rank 0, so rank 0's tile start is on the pair's path too. Same bits.
+  // kBwdPair with kBwdDeferDq: rank 0 too ends its epilogue without waiting for its dK / dV
+  // stores' read; the next tile's first step (no dQ job) waits for it before its first dS^T store,
+  // which comes before any write of rank 0's buffers (dV in the dS^T halves, dK in its next job's
+  // staging buffer, written at the next hand-over). Rank 1's first copy of each tile comes from
+  // rank 0, so rank 0's tile start is on the pair's path too. Same bits. Interleaved, explicit
+  // flags 3803611263 against the v26 default, both orders (thirty-fifth session,
+  // `ab-rank0-late-wait-*`): self s = 1 L = 256 1.016 / 1.024x, cross L = 256 1.032 / 1.031x. The
+  // host sets it with kBwdPairRank1DvInDs's rule (the late wait, D = 128; D = 64 spills 4 bytes);
+  // it is not in kBwdDefaultFlags.
   kBwdPairRank0LateStoreWait = 1LL << 31,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |

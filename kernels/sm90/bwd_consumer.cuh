@@ -63,7 +63,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kPairDvInDs = kPair && (FLAGS & kBwdPairDvInDs) != 0 && D / 64 <= kBwdDsStages;
   constexpr bool kLateStoreWait = kPair && (FLAGS & kBwdPairLateStoreWait) != 0;  // rank 1 only
   constexpr bool kRank1DvInDs = kLateStoreWait && kDefer && (FLAGS & kBwdPairRank1DvInDs) != 0;
-  constexpr bool kRank0Late = kPair && kDefer && (FLAGS & kBwdPairRank0LateStoreWait) != 0;  // experimental
+  constexpr bool kRank0Late = kPair && kDefer && (FLAGS & kBwdPairRank0LateStoreWait) != 0;
   constexpr bool kDvInV = bwd_dv_in_v(FLAGS) && kDkInDs;  // dV staged in our rows of V; V released after
   constexpr bool kStmatrix = (FLAGS & kBwdStmatrix) != 0;
   constexpr bool kStmatrixDs = (FLAGS & kBwdStmatrixDs) != 0;
@@ -520,7 +520,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     // (store_block_tma): no wait here (the CTA's exit waits for the stores).
     // kLateStoreWait, rank 1 of a pair: both went through the staging buffer, whose next writer
     // (the next tile's first finished block, bwd_dq_finish) waits for these reads instead.
-    // kRank0Late (experimental): rank 0's too, at the next tile's first dS^T store.
+    // kRank0Late: rank 0's too, at the next tile's first dS^T store.
     if (kFinish && !(kLateStoreWait && !spare) && !(kRank0Late && spare)) {
       if (tid == 0) ptx::bulk_wait_group_read<0>();
       ptx::named_barrier_sync(bar, 128);

@@ -293,11 +293,14 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   // here G = 1 and a mean Lq of 267: 4.2).
   const ProblemDesc few_steps_pairs =
       problem(kBF16, 128, kFastGelu, kMaskNone, {300, 0, 500}, {256, 200, 250}, 2, 2);
-  // With it at D = 128 rank 1's dV in the dS^T halves (kBwdPairRank1DvInDs, 1073741824).
+  // With it at D = 128 rank 1's dV in the dS^T halves (kBwdPairRank1DvInDs, 1073741824) and rank 0's
+  // late wait (kBwdPairRank0LateStoreWait, 2147483648).
+  CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,3803611263>");
+  opt.bwd_flags_drop = kBwdPairRank1DvInDs;  // its ablation keeps both late waits
+  CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,2729869439>");
+  opt.bwd_flags_drop = kBwdPairRank0LateStoreWait;  // rank 0's ablation keeps rank 1's forms
   CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,1656127615>");
-  opt.bwd_flags_drop = kBwdPairRank1DvInDs;  // its ablation keeps the late wait
-  CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,582385791>");
-  opt.bwd_flags_drop = kBwdPairLateStoreWait;  // the late wait's ablation: neither
+  opt.bwd_flags_drop = kBwdPairLateStoreWait;  // the late wait's ablation: none of the three
   CHECK(sm90_backward_sources(few_steps_pairs, opt)[0].name_expression == "gdpa::sm90::gdpa_bwd<0,128,3,0,45514879>");
   opt.bwd_flags_drop = 0;
   ProblemDesc few_steps_d64 = few_steps_pairs;  // D = 64: the late wait without rank 1's dV in dS^T
@@ -306,6 +309,7 @@ TEST_CASE("sm90 backward: KV tiles run in cluster pairs exactly where every sequ
   const long long d64_flags = std::stoll(d64.substr(d64.rfind(',') + 1));
   CHECK((d64_flags & kBwdPairLateStoreWait) != 0);
   CHECK((d64_flags & kBwdPairRank1DvInDs) == 0);
+  CHECK((d64_flags & kBwdPairRank0LateStoreWait) == 0);
   ProblemDesc few_steps_gqa = few_steps_pairs;  // G = 2: 8.3 steps per KV tile
   few_steps_gqa.heads_q = 4;  // (the unit-scale and other bits as above)
   few_steps_gqa.heads_kv = 2;
@@ -624,11 +628,11 @@ TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {
       sources.push_back(pair[0]);
     }
     // A few query steps per KV tile (G = 1, mean Lq 275): rank 1's late store wait (kBwdPairLateStoreWait)
-    // and its dV in the dS^T halves (kBwdPairRank1DvInDs).
+    // and its dV in the dS^T halves (kBwdPairRank1DvInDs), with rank 0's late wait (kBwdPairRank0LateStoreWait).
     const std::vector<KernelSource> late =
         sm90_backward_sources(problem(kBF16, 128, kFastGelu, kMaskNone, {300, 250}, {200, 256}, 2, 2), Sm90Options{});
     REQUIRE(late.size() == 1);
-    CHECK(late[0].name_expression.find(",1656127615>") != std::string::npos);  // and rank 1's dV in dS^T
+    CHECK(late[0].name_expression.find(",3803611263>") != std::string::npos);  // and both late waits
     sources.push_back(late[0]);
     // The profiling variant (kBwdTrace): its tracer must not cost the consumers a spill either.
     Sm90Options traced;
