@@ -186,9 +186,6 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
     f |= sm90::kBwdRecordLanes;
   // The records over the lanes read the host's records: without them the bit would only name a copy.
   if (!(f & sm90::kBwdTileRecords)) f &= ~sm90::kBwdRecordLanes;
-  // The records' copy in shared memory (experimental, explicit flags only) reads the host's records,
-  // and the load over the lanes replaces it: elsewhere the bit would only name a copy of the kernel.
-  if (!(f & sm90::kBwdTileRecords) || (f & sm90::kBwdRecordLanes)) f &= ~sm90::kBwdRecordInSmem;
   // The second dQ staging buffer is the partial-sum buffer, which the finish needs: the kernel
   // ignores the bit there, so it is cleared rather than naming a copy of the same kernel.
   if (f & sm90::kBwdDqFinish) f &= ~sm90::kBwdDqTwoStage;

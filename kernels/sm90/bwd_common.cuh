@@ -198,10 +198,6 @@ struct BwdBarriers {
   unsigned long long pair_full[kBwdConsumerWarpgroups];
   unsigned long long pair_empty[kBwdConsumerWarpgroups];
   DqJobHeader dq_job[kBwdConsumerWarpgroups][2];
-  // kBwdRecordInSmem: the producer's copies of the next work tiles' records, a ring of two (full:
-  // the producer's arrival after its stores; empty: one arrival per consumer warp once read).
-  SlotBarriers rec[2];
-  BwdTileRecord tile_rec[2];
 };
 
 // Index of a consumer's dQ job among its own jobs, from the step it belongs to: at D = 128 every

@@ -236,17 +236,6 @@ enum BwdFlags : long long {
   // host sets it with kBwdPairRank1DvInDs's rule (the late wait, D = 128; D = 64 spills 4 bytes);
   // it is not in kBwdDefaultFlags.
   kBwdPairRank0LateStoreWait = 1LL << 31,
-  // Experimental (thirty-fifth session, not in any default): with kBwdTileRecords and without
-  // kBwdRecordLanes, the producer thread copies each work tile's record (empty tiles too) into a
-  // ring of two slots in shared memory, and the consumers read it there at the tile's top after an
-  // mbarrier wait, instead of loading it from global memory at that point. The trace put 650-750
-  // cycles between a tile's epilogue end and the consumers' tile read (pairs at L = 256, the
-  // accumulator path at L = 1024), K and V already in; the producer reaches the next tile's record
-  // about two steps before the consumers do. The next record over the lanes (kBwdRecordLanes)
-  // measured 0.995x on the pairs: its load in flight is waited for by the epilogue's proxy fences
-  // (MEMBAR.ALL.CTA waits for the thread's outstanding loads); a shared-memory slot written by
-  // another thread leaves no load in flight. Same bits.
-  kBwdRecordInSmem = 1LL << 32,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
                      kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf | kBwdTileRecords |
@@ -255,8 +244,7 @@ enum BwdFlags : long long {
                  kBwdDqTmaStore | kBwdTrace | kBwdDqFirst | kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs |
                  kBwdPairTwoStage | kBwdPairDvInDs | kBwdDqRed | kBwdStmatrix | kBwdStmatrixDs | kBwdSkipEmptyHalf |
                  kBwdTileRecords | kBwdDqFenceAtWriter | kBwdDsFenceAtReader | kBwdDqFollow | kBwdDvInV |
-                 kBwdRecordLanes | kBwdPairLateStoreWait | kBwdPairRank1DvInDs | kBwdPairRank0LateStoreWait |
-                 kBwdRecordInSmem,
+                 kBwdRecordLanes | kBwdPairLateStoreWait | kBwdPairRank1DvInDs | kBwdPairRank0LateStoreWait,
 };
 
 // Where the kernel takes kBwdEarlyAct (and the host keeps the bit): D = 128 and the activations
@@ -294,12 +282,6 @@ GDPA_HD constexpr bool bwd_dv_in_v(long long flags) {
   return (flags & kBwdDvInV) && (flags & kBwdDkInDs) && (flags & kBwdDeferDq) && bwd_dq_two_stage(flags);
 }
 GDPA_HD constexpr bool bwd_dq_red(long long flags) { return (flags & kBwdDqRed) && !(flags & kBwdDqFinish); }
-// kBwdRecordInSmem: with the host's records, not with their load over the lanes (which has its own
-// source for the consumers); the producer and the consumers must agree, since the producer then
-// fills the record ring the consumers read.
-GDPA_HD constexpr bool bwd_record_in_smem(long long flags) {
-  return (flags & kBwdRecordInSmem) && (flags & kBwdTileRecords) && !(flags & kBwdRecordLanes);
-}
 
 // kBwdDqRed (unordered mode) by default only from this mean KV length. Against the unordered mode
 // without it, interleaved, two rounds (sixteenth session, `ab-dq-red-*`): 1.05-1.06x at self s = 1
@@ -566,10 +548,9 @@ GDPA_HD constexpr BwdSmemPlan bwd_smem_plan(int head_dim) {
   // k, v and each Q/dO stage: a full/empty pair; each dS buffer: a full/empty pair; per consumer
   // warpgroup two dQ full/empty pairs (one per buffer of kBwdDqTwoStage), two announcement
   // barriers, a partial-sum barrier and the kBwdPair full/empty pair; then two 40-byte dQ job
-  // headers per consumer warpgroup (bwd_common.cuh, DqJobHeader); then kBwdRecordInSmem's two record
-  // slots with their full/empty pairs.
+  // headers per consumer warpgroup (bwd_common.cuh, DqJobHeader).
   s.total = s.bar_off + 8 * (2 * (2 + kBwdQStages) + 2 * kBwdDsStages + 9 * kBwdConsumerWarpgroups) +
-            2 * 40 * kBwdConsumerWarpgroups + 2 * (16 + int(sizeof(BwdTileRecord)));
+            2 * 40 * kBwdConsumerWarpgroups;
   return s;
 }
 

@@ -90,9 +90,6 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
   // the end of each tile's steps, or before an empty tile's zeros; an index past the CTA's last
   // tile reloads the current one, so the load needs no predicate.
   constexpr bool kLanes = (FLAGS & kBwdRecordLanes) != 0 && kRecords;
-  // kBwdRecordInSmem: the producer's copy of each tile's record (bwd_record_in_smem).
-  constexpr bool kRecordSmem = bwd_record_in_smem(FLAGS);
-  PipeCounter<2> rc;
   int next_field = 0;
   if (kLanes && walk.first < p.num_tiles) next_field = bwd_record_field<kPair>(p, walk.first);
   auto load_next_record = [&](int it) {
@@ -109,17 +106,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       // the gathering shuffles do that).
       auto uniform = [](int v) { return __shfl_sync(0xffffffffu, v, 0); };
       auto read_tile = [&] {
-        BwdTile r;
-        if constexpr (kRecordSmem) {
-          SlotBarriers& slot = bars->rec[rc.stage()];
-          consumer_wait(slot, rc.phase());
-          static_cast<BwdTileRecord&>(r) = bars->tile_rec[rc.stage()];
-          __syncwarp();  // every lane has read the slot before lane 0 gives it back
-          consumer_release(slot);
-          rc.advance();
-        } else {
-          r = bwd_tile<MASK, kPair, kRecords>(p, it);
-        }
+        const BwdTile r = bwd_tile<MASK, kPair, kRecords>(p, it);
         return BwdTile{{uniform(r.batch), uniform(r.kv_head), uniform(r.n0), uniform(r.k_row), uniform(r.q_seq_row),
                         uniform(r.len_q), uniform(r.len_k), uniform(r.m_begin), uniform(r.m_end), uniform(r.steps)}};
       };

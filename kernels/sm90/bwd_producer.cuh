@@ -10,7 +10,7 @@ namespace gdpa::sm90 {
 // Producer: one thread.
 // ---------------------------------------------------------------------------------------------
 
-template <int D, int MASK, bool PAIR, bool TRACE, bool RECORDS, bool K_FIRST, bool RECORD_SMEM>
+template <int D, int MASK, bool PAIR, bool TRACE, bool RECORDS, bool K_FIRST>
 __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::TensorMap* tm_q, const ptx::TensorMap* tm_k,
                                              const ptx::TensorMap* tm_v, const ptx::TensorMap* tm_do,
                                              unsigned char* smem) {
@@ -18,21 +18,11 @@ __device__ __forceinline__ void bwd_producer(const GdpaParams& p, const ptx::Ten
   auto* bars = reinterpret_cast<BwdBarriers*>(smem + plan.bar_off);
   PipeCounter<kBwdQStages> qc;
   PipeCounter<1> kvc;  // one K / V "stage", one phase per non-empty work tile
-  PipeCounter<2> rc;   // RECORD_SMEM (kBwdRecordInSmem): the record ring, one slot per work tile
   BwdTracer<TRACE> trace(p, 2, true);
   int step = 0;  // CTA-lifetime step count, for the trace
   const BwdWalk<PAIR> walk;
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
     const BwdTile t = bwd_tile<MASK, PAIR, RECORDS>(p, it);
-    if constexpr (RECORD_SMEM) {
-      // Every tile's record, empty ones too (the consumers read one per tile). Our stores are
-      // ordered before their reads by the release of our arrival and the acquire of their wait.
-      SlotBarriers& slot = bars->rec[rc.stage()];
-      ptx::mbarrier_wait(&slot.empty, rc.phase() ^ 1u);
-      bars->tile_rec[rc.stage()] = t;
-      ptx::mbarrier_arrive(&slot.full);
-      rc.advance();
-    }
     if (t.empty()) continue;  // the consumers write zeros and wait for nothing
     for (int ls = 0; ls < t.steps; ++ls, ++step) {
       const BwdStep st = bwd_step(t, p, ls);

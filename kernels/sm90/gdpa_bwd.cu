@@ -122,12 +122,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::mbarrier_init(&bars->pair_empty[c], 1);  // thread 0 of the partner's consumer c
       }
     }
-    if constexpr (bwd_record_in_smem(FLAGS)) {
-      for (int s = 0; s < 2; ++s) {
-        ptx::mbarrier_init(&bars->rec[s].full, 1);                   // the producer thread
-        ptx::mbarrier_init(&bars->rec[s].empty, kBwdConsumerWarps);  // lane 0 of each consumer warp
-      }
-    }
     ptx::fence_mbarrier_init();
   }
   // kBwdPair: the partner CTA arrives on our barriers and copies into our shared memory, so its
@@ -154,7 +148,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1)
         ptx::prefetch_tensormap(&tm_dv);
         if constexpr ((FLAGS & kBwdDqFinish) && (FLAGS & kBwdDqTmaStore)) ptx::prefetch_tensormap(&tm_dq);
         bwd_producer<D, MASK, (FLAGS & kBwdPair) != 0, (FLAGS & kBwdTrace) != 0, (FLAGS & kBwdTileRecords) != 0,
-                     bwd_dv_in_v(FLAGS), bwd_record_in_smem(FLAGS)>(
+                     bwd_dv_in_v(FLAGS)>(
             p, &tm_q, &tm_k, &tm_v, &tm_do, smem);
       }
     } else if (warp == 1) {

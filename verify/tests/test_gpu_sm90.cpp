@@ -380,36 +380,6 @@ TEST_SUITE("gpu") {
     pair_rank0_late.bwd_flags = pair_rank1_dv.bwd_flags | sm90::kBwdPairRank0LateStoreWait;
     check_same_backward_bits(pair_rank0_late, pair_top, p, dp, ctx);
   }
-  TEST_CASE("sm90 backward: the records copied into shared memory by the producer change no bit") {
-    // kBwdRecordInSmem (experimental) only changes where the consumers read each tile's record:
-    // the producer's copy in a ring of two slots instead of global memory. A slot read before the
-    // producer wrote it, or reused before every warp read it, or one tile's record skipped (empty
-    // tiles have one too) puts gradients in the wrong rows or leaves rows unwritten (the outputs
-    // are poisoned). The accumulator path over many tiles (jagged, key-less and query-less tiles),
-    // the ordered finish over masks and head dims, and cluster pairs with the L = 256 defaults.
-    Context ctx(0);
-    if (ctx.info().arch() != 90) return;
-    Sm90Options smem, global;
-    smem.bwd_flags = (sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish) | sm90::kBwdRecordInSmem;
-    global.bwd_flags = smem.bwd_flags & ~sm90::kBwdRecordInSmem;
-    check_same_bits_over_many_tiles(smem, global, 121, ctx);
-    check_dropping_changes_no_bits(sm90::kBwdDefaultFlags | sm90::kBwdRecordInSmem, sm90::kBwdRecordInSmem, 122, ctx);
-    ProblemDesc p = half_fold_problem(kFastGelu, 123, 4, 2);
-    std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
-    for (int b = 0; b < p.batch(); ++b) {
-      lq[size_t(b)] = b % 7 ? p.len_q(b) : 0;
-      lk[size_t(b)] = 129 + (b * 37) % 128;
-    }
-    p.cu_seqlens_q = offsets_from_lengths(lq);
-    p.cu_seqlens_k = offsets_from_lengths(lk);
-    REQUIRE(sm90_bwd_pair_eligible(p));
-    DeviceProblem dp(p, make_inputs(p, 124, true), true);
-    Sm90Options pair_smem, pair_global;
-    pair_global.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair | sm90::kBwdPairLateStoreWait |
-                            sm90::kBwdPairRank1DvInDs | sm90::kBwdPairRank0LateStoreWait;
-    pair_smem.bwd_flags = pair_global.bwd_flags | sm90::kBwdRecordInSmem;
-    check_same_backward_bits(pair_smem, pair_global, p, dp, ctx);
-  }
   TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
     // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
     // staged dQ jobs and the dS^T halves from the storing threads to the threads that issue the
