@@ -68,7 +68,9 @@ enum BwdFlags : long long {
   // accumulator path where the writer fences the staged job (kBwdDqFenceAtWriter): 1.03-1.04x
   // at self s = 1 L >= 512 and 1.02-1.03x at s = 0.5 L = 2048 (twenty-sixth session), where it
   // had measured 0.96-0.99x while every consumer thread still fenced its staging stores. Off
-  // with pairs (0.96-0.99x; host/sm90_bwd.cpp).
+  // with pairs (0.96-0.99x; host/sm90_bwd.cpp); re-measured on the v27 pairs (thirty-fifth
+  // session, explicit flags, `ab-pair-dq-first-*`): L = 256 0.991-0.996x, cross L = 512 / 1024 /
+  // 2048 0.974-0.976 / 0.968-0.971 / 0.966x.
   // Bit 13: bits 8..12 carry the activation mix (act_mix.h).
   kBwdDqFirst = 1 << 13,
   // Without kBwdDqFinish (so without pairs): a consumer's dQ jobs alternate between its staging
@@ -201,7 +203,7 @@ enum BwdFlags : long long {
   // (thirty-third session, `ab-rlanes-*`): the ordered finish at s = 0.5 L = 256 (2-3 steps a
   // tile) 1.016 / 1.018x; the accumulator path at self s = 1 L = 512 / 1024 1.002-1.004 /
   // 1.005-1.006x and the pairs (self and cross L = 256, cross L = 512) 0.997-1.006x, inside the
-  // noise. The host sets it by default with the ordered finish only (host/sm90_bwd.cpp); it is not
+  // noise; on the v27 pairs at L = 256 (thirty-fifth session, `ab-pair-rlanes-*`) 0.993-0.998x. The host sets it by default with the ordered finish only (host/sm90_bwd.cpp); it is not
   // in kBwdDefaultFlags, so explicit flags take it only when asked.
   kBwdRecordLanes = 1 << 28,
   // kBwdPair, rank 1: the dK / dV epilogue's TMA stores out of the staging buffer are waited for
@@ -232,9 +234,10 @@ enum BwdFlags : long long {
   // staging buffer, written at the next hand-over). Rank 1's first copy of each tile comes from
   // rank 0, so rank 0's tile start is on the pair's path too. Same bits. Interleaved, explicit
   // flags 3803611263 against the v26 default, both orders (thirty-fifth session,
-  // `ab-rank0-late-wait-*`): self s = 1 L = 256 1.016 / 1.024x, cross L = 256 1.032 / 1.031x. The
-  // host sets it with kBwdPairRank1DvInDs's rule (the late wait, D = 128; D = 64 spills 4 bytes);
-  // it is not in kBwdDefaultFlags.
+  // `ab-rank0-late-wait-*`): self s = 1 L = 256 1.016 / 1.024x, cross L = 256 1.032 / 1.031x; on
+  // the longer cross sets' pairs (without rank 1's late wait, `ab-rank0-late-long-*`) L = 512 /
+  // 1024 / 2048 0.996-0.997 / 0.993-0.994 / 0.991-0.993x. The host sets it with kBwdPairRank1DvInDs's
+  // rule (the late wait, D = 128; D = 64 spills 4 bytes); it is not in kBwdDefaultFlags.
   kBwdPairRank0LateStoreWait = 1LL << 31,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
