@@ -27,10 +27,13 @@ DQ_BUFFER_FREE, PARTIAL_IN, ACT_COMPUTED = EV["kTrDqBufferFree"], EV["kTrPartial
 DQ_JOB_DONE, DV_OUT = EV["kTrDqJobDone"], EV["kTrDvOut"]
 LOAD_KV, LOAD_QDO = EV["kTrLoadKv"], EV["kTrLoadQdo"]
 TILE_READ, K_IN, V_IN = EV["kTrTileRead"], EV["kTrKIn"], EV["kTrVIn"]
-# The gap between a tile's epilogue and the next tile's start, in parts (traces recorded before
-# these events existed have none of them).
+LOOP_TOP, RECORD_IN = EV["kTrLoopTop"], EV["kTrRecordIn"]
+# The gap between a tile's epilogue and the next tile's start, in parts, then the first part in
+# its own parts (traces recorded before these events existed have none of them; a part no tile
+# has is left out).
 NEXT_PARTS = (("to the tile read", None, TILE_READ), ("K in", TILE_READ, K_IN), ("V in", K_IN, V_IN),
-              ("barrier", V_IN, TILE_START))
+              ("barrier", V_IN, TILE_START), ("of the first part: to the loop top", None, LOOP_TOP),
+              ("record read", LOOP_TOP, RECORD_IN), ("to the tile read after it", RECORD_IN, TILE_READ))
 
 # The phases of one step: (name, from-event, to-event, what the interval is). A from-event may be a
 # tuple of alternatives, the first one recorded counts. With kBwdDqFirst the dQ job completes before
@@ -165,6 +168,7 @@ def main():
             "next_kv_wait_cycles_median": median([t["next_kv_wait"] for t in tiles if "next_kv_wait" in t]),
             "next_kv_wait_parts_cycles_median": {
                 name: median([t["next: " + name] for t in tiles if "next: " + name in t]) for name, *_ in NEXT_PARTS
+                if any("next: " + name in t for t in tiles)
             },
             "beyond_steps_cycles_median": median([t["time"] - t["steps"] * step_med for t in full]),
         },

@@ -504,6 +504,8 @@ enum BwdTraceEvent : unsigned {
   kTrTileRead,       // the tile's scalars read from the tile list, before its K / V waits (once per tile)
   kTrKIn,            // the tile's K has arrived (once per tile)
   kTrVIn,            // then its V (once per tile); kTrTileStart follows the two-buffer path's barrier
+  kTrLoopTop,        // the work-tile loop's iteration begins, before the record is read (once per tile)
+  kTrRecordIn,       // the tile's record is in registers, before the empty test and the dK / dV zeroing
   // Producer (role 2).
   kTrLoadKv = 32,  // K and V of a tile issued (their slots were free)
   kTrLoadQdo,      // Q and dO of a step issued (their ring slot was free)

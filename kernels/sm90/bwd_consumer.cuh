@@ -96,6 +96,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
     if constexpr (kLanes) next_field = bwd_record_field<kPair>(p, it + walk.stride < p.num_tiles ? it + walk.stride : it);
   };
   for (int it = walk.first; it < p.num_tiles; it += walk.stride) {
+    trace(kTrLoopTop, step);
     // Row 0 of this warpgroup's 64 keys in dK / dV.
     auto out_rows = [&](void* grad, int k_row, int kv_head) {
       return static_cast<unsigned short*>(grad) + (long long)(k_row + 64 * cw) * k_stride + (long long)kv_head * D;
@@ -111,6 +112,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
                         uniform(r.len_q), uniform(r.len_k), uniform(r.m_begin), uniform(r.m_end), uniform(r.steps)}};
       };
       const BwdTile t = kLanes ? bwd_tile_from_lanes(next_field) : read_tile();
+      trace(kTrRecordIn, step);
       if (t.empty()) {  // Lq = 0 or no query sees these keys: zero gradients (rows past Lk: not ours)
         load_next_record(it);
         store_zero_rows<D>(out_rows(p.dk, t.k_row, t.kv_head), k_stride, t.len_k - t.n0 - 64 * cw, f);

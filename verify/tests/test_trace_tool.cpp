@@ -43,8 +43,11 @@ struct RecordWriter {
 
 // CTAs 0 and 1, both consumer warpgroups: three work tiles of four steps with fixed phase lengths,
 // then the tail, the epilogue and a wait before the next tile (in parts: a third to the tile's
-// read, a third for K, a sixth for V, the rest to the start). Timer ns = cycles / 2 (2 GHz).
-std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, int epilogue, int gap) {
+// read, a third for K, a sixth for V, the rest to the start; with `loop_parts` the first third in
+// its own parts: a fifth of it to the loop top, half for the record, the rest to the tile read).
+// Timer ns = cycles / 2 (2 GHz).
+std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, int epilogue, int gap,
+                                     bool loop_parts = false) {
   std::vector<int32_t> words(size_t(kBwdTraceCtas) * kBwdTraceRoles * kBwdTraceSlots * 4, 0);
   for (int cta = 0; cta < 2; ++cta) {
     for (int role = 0; role < 2; ++role) {
@@ -52,7 +55,11 @@ std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, i
       int s = 0;
       for (int tile = 0; tile < 3; ++tile) {
         if (tile > 0) {
-          w.put(kTrTileRead, s, gap / 3);
+          if (loop_parts) {
+            w.put(kTrLoopTop, s, gap / 15);
+            w.put(kTrRecordIn, s, gap / 6);
+          }
+          w.put(kTrTileRead, s, loop_parts ? gap / 3 - gap / 15 - gap / 6 : gap / 3);
           w.put(kTrKIn, s, gap / 3);
           w.put(kTrVIn, s, gap / 6);
           w.put(kTrTileStart, s, gap - gap / 3 - gap / 3 - gap / 6);
@@ -115,8 +122,8 @@ std::vector<int32_t> synthetic_serial_trace(int shift) {
 }
 
 // Runs experiments/trace_bwd.py on a synthetic backward trace.
-std::string run_trace_tool(const std::vector<Phase>& step) {
-  return run_trace_script("trace_bwd.py", synthetic_trace(step, 400, 800, 300),
+std::string run_trace_tool(const std::vector<Phase>& step, bool loop_parts = false) {
+  return run_trace_script("trace_bwd.py", synthetic_trace(step, 400, 800, 300, loop_parts),
                           {kBwdTraceCtas, kBwdTraceRoles, kBwdTraceSlots, 4});
 }
 
@@ -182,8 +189,14 @@ TEST_CASE("trace_bwd.py: the phases of a step and the cost of a tile boundary fr
   CHECK(s.find("tail (deferred last dQ job) 400, dK/dV epilogue 800, then waiting for the next K/V 300") !=
         std::string::npos);
   CHECK(s.find("dV staged and stored 300, dK staged") != std::string::npos);
-  CHECK(s.find("in parts: to the tile read 100, K in 100, V in 50, barrier 50") != std::string::npos);
+  CHECK(s.find("in parts: to the tile read 100, K in 100, V in 50, barrier 50\n") != std::string::npos);
   CHECK(s.find("stores read 500") != std::string::npos);
+  // With the loop-top and record events, the first part in its own parts too.
+  const std::string parts =
+      run_trace_tool(step_until_turn_b({{kTrBDone, 900}, {kTrDqBufferFree, 80}, {kTrDqHanded, 120}}), true);
+  CAPTURE(parts);
+  CHECK(parts.find("in parts: to the tile read 100, K in 100, V in 50, barrier 50, of the first part: to the loop "
+                   "top 20, record read 50, to the tile read after it 30") != std::string::npos);
 }
 
 TEST_CASE("trace_bwd.py: kBwdDqFirst's order, the hand-over inside the dV / dK batch") {
