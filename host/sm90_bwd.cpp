@@ -227,6 +227,10 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (o.bwd_flags < 0 && (f & sm90::kBwdDqFinish) && !(f & sm90::kBwdPair) && p.mask == kMaskNone &&
       p.batch() > 0 && mean_steps_per_kv_tile_at_most(p, sm90::kBwdUndeferredMaxStepsPerTile))
     f &= ~sm90::kBwdDeferDq;
+  // The accumulators initialised by the first step's dV / dK wgmmas (experimental, explicit flags
+  // only; bwd_config.h kBwdFirstStepInitAcc): the first step is its own instantiation only with the
+  // deferred job.
+  if (!(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdFirstStepInitAcc;
   // The kernel issues the dQ job first only at D = 128 (bwd_consumer.cuh, kDqFirst): one kernel per
   // behaviour.
   if (p.head_dim != 128) f &= ~sm90::kBwdDqFirst;

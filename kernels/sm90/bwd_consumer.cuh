@@ -44,6 +44,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
                                              const ptx::TensorMap* tm_dv, unsigned char* smem) {
   constexpr BwdSmemPlan plan = bwd_smem_plan(D);
   constexpr bool kDefer = (FLAGS & kBwdDeferDq) != 0;
+  // kBwdFirstStepInitAcc: the first step (its own instantiation with kDefer) initialises dV / dK.
+  constexpr bool kInitAcc = kDefer && (FLAGS & kBwdFirstStepInitAcc) != 0;
   constexpr bool kUnitScale = (FLAGS & kBwdUnitLogitScale) != 0;  // the host checked logit_scale == 1
   // P^T = round(2 f), dV halved in the epilogue (activations.cuh act_twice_f: why that is exact).
   constexpr bool kTwice = (FLAGS & kBwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, act_mix_of(FLAGS)>;
@@ -121,8 +123,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       }
       ts = BwdTileScalars{t, dq_slot_begin(t.q_seq_row, t.batch)};
     }
+    // kInitAcc: only a warpgroup that issues no dV / dK wgmmas (all its keys past the end).
+    if (!kInitAcc || (kSkipEmptyHalf && 64 * cw >= ts.len_k - ts.n0)) {
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
+      for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
+    }
     // Pins the zeros before the first wgmma.fence of the tile: a move defining a wgmma input after
     // the fence would make ptxas serialize every wgmma of the kernel.
     ptx::fence_operand(dv);
@@ -319,8 +324,8 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       ptx::wgmma_fence();
       if (kDqFirst) dq_issue();
       if constexpr (!kIdle) {
-        issue_acc_rs<DTYPE, D>(dv, pk, do_tile);
-        issue_acc_rs<DTYPE, D>(dk, dsk, q_tile);
+        issue_acc_rs<DTYPE, D, kInitAcc && !kHasDq>(dv, pk, do_tile);
+        issue_acc_rs<DTYPE, D, kInitAcc && !kHasDq>(dk, dsk, q_tile);
       }
       ptx::wgmma_commit();  // IDLE: an empty group, so that the waits below count the same groups
       if (!kDqFirst) dq_issue();

@@ -30,15 +30,19 @@ __device__ __forceinline__ void issue_keys_x_tile(float (&acc)[32], unsigned kv_
 
 // Acc (64 keys x D) += A (64 keys x 64 queries, registers) times a [BlockM][D] tile (dO or Q):
 // the reduction runs over the tile's rows, so the tile is an N-major B (TRANS_B = 1). k16 slice kk
-// of A is packed registers 4kk .. 4kk+3 (fragments.cuh). Always accumulates: dK and dV are zeroed
-// by ordinary moves at the start of a work tile, so no run-time scale-d is needed.
-template <int DTYPE, int D>
+// of A is packed registers 4kk .. 4kk+3 (fragments.cuh). Accumulates: dK and dV are zeroed by
+// ordinary moves at the start of a work tile, so no run-time scale-d is needed; INIT
+// (kBwdFirstStepInitAcc, the tile's first step): the first slice overwrites the accumulator instead.
+template <int DTYPE, int D, bool INIT = false>
 __device__ __forceinline__ void issue_acc_rs(float (&acc)[D / 2], const unsigned (&a)[16], unsigned b_tile) {
   const WgmmaDescBase b = sw128_mnmajor_base(b_tile, kBwdBlockM);
 #pragma unroll
   for (int kk = 0; kk < kBwdBlockM / 16; ++kk) {
     const unsigned frag[4] = {a[4 * kk], a[4 * kk + 1], a[4 * kk + 2], a[4 * kk + 3]};
-    ptx::Wgmma<D, DTYPE>::template rs<1, 1>(acc, frag, b.at(sw128_mnmajor_step(kk)));
+    if (INIT && kk == 0)
+      ptx::Wgmma<D, DTYPE>::template rs<0, 1>(acc, frag, b.at(sw128_mnmajor_step(kk)));
+    else
+      ptx::Wgmma<D, DTYPE>::template rs<1, 1>(acc, frag, b.at(sw128_mnmajor_step(kk)));
   }
 }
 

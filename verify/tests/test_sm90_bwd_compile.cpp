@@ -739,7 +739,10 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   CHECK(bwd_name("sm90-bwd-flags16477") == "gdpa::sm90::gdpa_bwd<0,128,3,0,95>");
   CHECK_THROWS(make_kernel("sm90-bwd-flags256"));  // bits 8..12 are the activation mix's
   CHECK_THROWS(make_kernel("sm90-bwd-flags123456"));
-  CHECK_THROWS(make_kernel("sm90-bwd-flags4294967296"));   // bit 32: no such switch
+  CHECK_THROWS(make_kernel("sm90-bwd-flags8589934592"));   // bit 33: no such switch
+  // Bit 32 (kBwdFirstStepInitAcc) with the deferred job kept, without it cleared.
+  CHECK(bwd_name("sm90-bwd-flags4294967297") == "gdpa::sm90::gdpa_bwd<0,128,3,0,4294967299>");
+  CHECK(bwd_name("sm90-bwd-flags4294967296") == "gdpa::sm90::gdpa_bwd<0,128,3,0,2>");
   CHECK_THROWS(make_kernel("sm90-bwd-flags1234567890123456789"));  // more than 18 digits
   CHECK(bwd_name("sm90-bwd-flags1610612765") ==  // ten digits: bit 30 (kBwdPairRank1DvInDs), no pairs: cleared
         "gdpa::sm90::gdpa_bwd<0,128,3,0,31>");
