@@ -91,6 +91,15 @@ void check_same_backward_bits(const Sm90Options& a_opt, const Sm90Options& b_opt
   CHECK(a.dv == b.dv);
 }
 
+// Element counts of `a` and `b` that differ other than by the sign of a zero (both 16-bit io types
+// keep the sign in bit 15 and a zero in no other bit).
+size_t values_differing(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  size_t n = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    n += a[i] != b[i] && ((a[i] | b[i]) & 0x7fffu) != 0;
+  return n;
+}
+
 // check_same_backward_bits on bit_identity_problem for no mask and causal, D = 64 and 128 (D = 64
 // alternates the dQ jobs between the consumer warpgroups, D = 128 gives each one per step).
 void check_same_bits_over_masks_and_dims(const Sm90Options& a, const Sm90Options& b, uint64_t seed,
@@ -379,6 +388,54 @@ TEST_SUITE("gpu") {
     Sm90Options pair_rank0_late;
     pair_rank0_late.bwd_flags = pair_rank1_dv.bwd_flags | sm90::kBwdPairRank0LateStoreWait;
     check_same_backward_bits(pair_rank0_late, pair_top, p, dp, ctx);
+  }
+  TEST_CASE("sm90 backward: dV and dK initialised by the first step's wgmmas change no value") {
+    // kBwdFirstStepInitAcc (experimental) drops the zeroing of the dV / dK accumulators at a tile's
+    // top: the first step's first dV / dK wgmma slice overwrites them (scale-d 0). A slice that
+    // added to stale registers instead would carry the previous tile's gradients into this one;
+    // a warpgroup with no keys must still zero. The same values, except that an all-zero sum may
+    // now be -0 where it was +0. The accumulator path over many tiles (jagged, key-less and
+    // query-less tiles, both masks and head dims), the ordered finish, and cluster pairs.
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (bool finish : {false, true}) {
+      Sm90Options init, zeroed;
+      zeroed.bwd_flags = finish ? sm90::kBwdDefaultFlags : sm90::kBwdDefaultFlags & ~sm90::kBwdDqFinish;
+      init.bwd_flags = zeroed.bwd_flags | sm90::kBwdFirstStepInitAcc;
+      for (MaskKind mask : {kMaskNone, kMaskCausal}) {
+        for (int d : {64, 128}) {
+          ProblemDesc p = half_fold_problem(kFastGelu, 125, 4, 2, 96, 1100);
+          p.mask = mask;
+          p.head_dim = d;
+          DeviceProblem dp(p, make_inputs(p, 126, true), true);
+          CAPTURE(finish);
+          CAPTURE(d);
+          CAPTURE(int(mask));
+          const Grads a = sm90_backward_once(init, p, dp, ctx), b = sm90_backward_once(zeroed, p, dp, ctx);
+          CHECK(a.dv.size() == size_t(p.total_k()) * p.heads_kv * p.head_dim);
+          CHECK(values_differing(a.dq, b.dq) == 0);
+          CHECK(values_differing(a.dk, b.dk) == 0);
+          CHECK(values_differing(a.dv, b.dv) == 0);
+        }
+      }
+    }
+    ProblemDesc p = half_fold_problem(kFastGelu, 127, 4, 2);
+    std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
+    for (int b = 0; b < p.batch(); ++b) {
+      lq[size_t(b)] = b % 7 ? p.len_q(b) : 0;
+      lk[size_t(b)] = 129 + (b * 37) % 128;
+    }
+    p.cu_seqlens_q = offsets_from_lengths(lq);
+    p.cu_seqlens_k = offsets_from_lengths(lk);
+    REQUIRE(sm90_bwd_pair_eligible(p));
+    DeviceProblem dp(p, make_inputs(p, 128, true), true);
+    Sm90Options pair_init, pair_zeroed;
+    pair_zeroed.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair;
+    pair_init.bwd_flags = pair_zeroed.bwd_flags | sm90::kBwdFirstStepInitAcc;
+    const Grads a = sm90_backward_once(pair_init, p, dp, ctx), b = sm90_backward_once(pair_zeroed, p, dp, ctx);
+    CHECK(values_differing(a.dq, b.dq) == 0);
+    CHECK(values_differing(a.dk, b.dk) == 0);
+    CHECK(values_differing(a.dv, b.dv) == 0);
   }
   TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
     // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
