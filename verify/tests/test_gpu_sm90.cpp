@@ -91,6 +91,20 @@ void check_same_backward_bits(const Sm90Options& a_opt, const Sm90Options& b_opt
   CHECK(a.dv == b.dv);
 }
 
+// Many pair tiles: every Lk in (128, 256], and every seventh sequence without queries (its tiles
+// write zero gradients and skip the steps), G = 2.
+ProblemDesc pair_problem_with_queryless_tiles(uint64_t seed) {
+  ProblemDesc p = half_fold_problem(kFastGelu, seed, 4, 2);
+  std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
+  for (int b = 0; b < p.batch(); ++b) {
+    lq[size_t(b)] = b % 7 ? p.len_q(b) : 0;
+    lk[size_t(b)] = 129 + (b * 37) % 128;
+  }
+  p.cu_seqlens_q = offsets_from_lengths(lq);
+  p.cu_seqlens_k = offsets_from_lengths(lk);
+  return p;
+}
+
 // Element counts of `a` and `b` that differ other than by the sign of a zero (both 16-bit io types
 // keep the sign in bit 15 and a zero in no other bit).
 size_t values_differing(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
@@ -98,6 +112,16 @@ size_t values_differing(const std::vector<uint16_t>& a, const std::vector<uint16
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
     n += a[i] != b[i] && ((a[i] | b[i]) & 0x7fffu) != 0;
   return n;
+}
+
+// check_same_backward_bits up to the sign of zeros.
+void check_same_backward_values(const Sm90Options& a_opt, const Sm90Options& b_opt, const ProblemDesc& p,
+                                DeviceProblem& dp, const Context& ctx) {
+  const Grads a = sm90_backward_once(a_opt, p, dp, ctx), b = sm90_backward_once(b_opt, p, dp, ctx);
+  CHECK(a.dv.size() == size_t(p.total_k()) * p.heads_kv * p.head_dim);
+  CHECK(values_differing(a.dq, b.dq) == 0);
+  CHECK(values_differing(a.dk, b.dk) == 0);
+  CHECK(values_differing(a.dv, b.dv) == 0);
 }
 
 // check_same_backward_bits on bit_identity_problem for no mask and causal, D = 64 and 128 (D = 64
@@ -363,14 +387,7 @@ TEST_SUITE("gpu") {
     top.bwd_flags = lanes.bwd_flags & ~sm90::kBwdRecordLanes;
     check_same_bits_over_many_tiles(lanes, top, 117, ctx);
     check_dropping_changes_no_bits(sm90::kBwdDefaultFlags | sm90::kBwdRecordLanes, sm90::kBwdRecordLanes, 118, ctx);
-    ProblemDesc p = half_fold_problem(kFastGelu, 119, 4, 2);
-    std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
-    for (int b = 0; b < p.batch(); ++b) {
-      lq[size_t(b)] = b % 7 ? p.len_q(b) : 0;
-      lk[size_t(b)] = 129 + (b * 37) % 128;
-    }
-    p.cu_seqlens_q = offsets_from_lengths(lq);
-    p.cu_seqlens_k = offsets_from_lengths(lk);
+    const ProblemDesc p = pair_problem_with_queryless_tiles(119);
     REQUIRE(sm90_bwd_pair_eligible(p));
     DeviceProblem dp(p, make_inputs(p, 120, true), true);
     Sm90Options pair_lanes, pair_top;
@@ -411,31 +428,17 @@ TEST_SUITE("gpu") {
           CAPTURE(finish);
           CAPTURE(d);
           CAPTURE(int(mask));
-          const Grads a = sm90_backward_once(init, p, dp, ctx), b = sm90_backward_once(zeroed, p, dp, ctx);
-          CHECK(a.dv.size() == size_t(p.total_k()) * p.heads_kv * p.head_dim);
-          CHECK(values_differing(a.dq, b.dq) == 0);
-          CHECK(values_differing(a.dk, b.dk) == 0);
-          CHECK(values_differing(a.dv, b.dv) == 0);
+          check_same_backward_values(init, zeroed, p, dp, ctx);
         }
       }
     }
-    ProblemDesc p = half_fold_problem(kFastGelu, 127, 4, 2);
-    std::vector<int> lq(size_t(p.batch())), lk(size_t(p.batch()));
-    for (int b = 0; b < p.batch(); ++b) {
-      lq[size_t(b)] = b % 7 ? p.len_q(b) : 0;
-      lk[size_t(b)] = 129 + (b * 37) % 128;
-    }
-    p.cu_seqlens_q = offsets_from_lengths(lq);
-    p.cu_seqlens_k = offsets_from_lengths(lk);
+    const ProblemDesc p = pair_problem_with_queryless_tiles(127);
     REQUIRE(sm90_bwd_pair_eligible(p));
     DeviceProblem dp(p, make_inputs(p, 128, true), true);
     Sm90Options pair_init, pair_zeroed;
     pair_zeroed.bwd_flags = sm90::kBwdDefaultFlags | sm90::kBwdPair;
     pair_init.bwd_flags = pair_zeroed.bwd_flags | sm90::kBwdFirstStepInitAcc;
-    const Grads a = sm90_backward_once(pair_init, p, dp, ctx), b = sm90_backward_once(pair_zeroed, p, dp, ctx);
-    CHECK(values_differing(a.dq, b.dq) == 0);
-    CHECK(values_differing(a.dk, b.dk) == 0);
-    CHECK(values_differing(a.dv, b.dv) == 0);
+    check_same_backward_values(pair_init, pair_zeroed, p, dp, ctx);
   }
   TEST_CASE("sm90 backward: proxy fences in the issuing and reading threads change no bit") {
     // kBwdDqFenceAtWriter and kBwdDsFenceAtReader move the generic -> async proxy fence of the
