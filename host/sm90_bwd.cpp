@@ -149,17 +149,12 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (o.bwd_flags < 0 && (f & sm90::kBwdPair) && !(o.bwd_flags_drop & sm90::kBwdPairLateStoreWait) &&
       mean_steps_per_kv_tile_at_most(p, sm90::kBwdPairLateStoreWaitMaxStepsPerTile))
     f |= sm90::kBwdPairLateStoreWait;
-  // With it, rank 1's dV in the dS^T halves (dK then waits for no other store): at D = 128, where it
-  // measured faster (bwd_config.h kBwdPairRank1DvInDs); at D = 64 ptxas spills 4 bytes with it.
-  if (o.bwd_flags < 0 && (f & sm90::kBwdPairLateStoreWait) && p.head_dim == 128 &&
-      !(o.bwd_flags_drop & sm90::kBwdPairRank1DvInDs))
-    f |= sm90::kBwdPairRank1DvInDs;
-  // And rank 0's late wait, at the next tile's first dS^T store (bwd_config.h
-  // kBwdPairRank0LateStoreWait): the same cases, measured with rank 1's dV in the dS^T halves; at
-  // D = 64 ptxas spills 4 bytes with it too.
-  if (o.bwd_flags < 0 && (f & sm90::kBwdPairLateStoreWait) && p.head_dim == 128 &&
-      !(o.bwd_flags_drop & sm90::kBwdPairRank0LateStoreWait))
-    f |= sm90::kBwdPairRank0LateStoreWait;
+  // With it, at D = 128, where both measured faster: rank 1's dV in the dS^T halves (dK then waits
+  // for no other store; bwd_config.h kBwdPairRank1DvInDs) and rank 0's late wait, at the next
+  // tile's first dS^T store (kBwdPairRank0LateStoreWait). At D = 64 ptxas spills 4 bytes with either.
+  // An ablation drops one of them.
+  if (o.bwd_flags < 0 && (f & sm90::kBwdPairLateStoreWait) && p.head_dim == 128)
+    f |= (sm90::kBwdPairRank1DvInDs | sm90::kBwdPairRank0LateStoreWait) & ~o.bwd_flags_drop;
   if (!(f & sm90::kBwdPair)) f &= ~(sm90::kBwdPairTwoStage | sm90::kBwdPairLateStoreWait);  // pairs only
   // Rank 1's dV in the dS^T halves needs the late wait and the deferred job (the first step's wait).
   if (!(f & sm90::kBwdPairLateStoreWait) || !(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdPairRank1DvInDs;
