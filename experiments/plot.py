@@ -435,6 +435,8 @@ ABLATIONS = (
              (("sm90-no-pair-rank1-dv-in-ds", "dV, then dK, through the staging buffer"),)),
     Ablation("pair-rank0-late-store-wait", "Backward: a pair's rank 0 waits for its dK / dV stores at the next tile's first dS^T store",
              (("sm90-no-pair-rank0-late-store-wait", "waited for at the epilogue's end"),)),
+    Ablation("first-step-init-acc", "Backward: dV / dK initialised by the first step's wgmmas (accumulator path)",
+             (("sm90-no-first-step-init-acc", "zeroed at the tile's top"),)),
     Ablation("proxy-fences", "Backward: proxy fences in the threads that issue the async reads, after their waits",
              (("sm90-no-dq-fence-at-writer", "dQ jobs fenced by every consumer thread (and the dQ job last)"),
               ("sm90-no-ds-fence-at-reader", "dS^T halves fenced by every storing thread"))),

@@ -44,6 +44,7 @@ const Ablation kAblations[] = {
     {"sm90-no-pair-late-store-wait", 0, SchedulePolicy::kZigzag, sm90::kBwdPairLateStoreWait},
     {"sm90-no-pair-rank1-dv-in-ds", 0, SchedulePolicy::kZigzag, sm90::kBwdPairRank1DvInDs},
     {"sm90-no-pair-rank0-late-store-wait", 0, SchedulePolicy::kZigzag, sm90::kBwdPairRank0LateStoreWait},
+    {"sm90-no-first-step-init-acc", 0, SchedulePolicy::kZigzag, sm90::kBwdFirstStepInitAcc},
     {"sm90-no-dq-tma-store", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTmaStore},
     {"sm90-no-dq-first", 0, SchedulePolicy::kZigzag, sm90::kBwdDqFirst},
     {"sm90-no-dq-two-stage", 0, SchedulePolicy::kZigzag, sm90::kBwdDqTwoStage},

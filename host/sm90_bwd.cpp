@@ -222,9 +222,14 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   if (o.bwd_flags < 0 && (f & sm90::kBwdDqFinish) && !(f & sm90::kBwdPair) && p.mask == kMaskNone &&
       p.batch() > 0 && mean_steps_per_kv_tile_at_most(p, sm90::kBwdUndeferredMaxStepsPerTile))
     f &= ~sm90::kBwdDeferDq;
-  // The accumulators initialised by the first step's dV / dK wgmmas (experimental, explicit flags
-  // only; bwd_config.h kBwdFirstStepInitAcc): the first step is its own instantiation only with the
+  // The accumulators initialised by the first step's dV / dK wgmmas: by default on the accumulator
+  // path where it reads the tile records, where it measured faster (self s = 1 L = 512 / 1024
+  // 1.012-1.017x; L = 2048 0.998-0.999x, s = 0.5 1.000-1.005x, the L = 256 pairs 0.96x:
+  // bwd_config.h kBwdFirstStepInitAcc). The first step is its own instantiation only with the
   // deferred job.
+  if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish) && (f & sm90::kBwdTileRecords) &&
+      !(o.bwd_flags_drop & sm90::kBwdFirstStepInitAcc))
+    f |= sm90::kBwdFirstStepInitAcc;
   if (!(f & sm90::kBwdDeferDq)) f &= ~sm90::kBwdFirstStepInitAcc;
   // The kernel issues the dQ job first only at D = 128 (bwd_consumer.cuh, kDqFirst): one kernel per
   // behaviour.

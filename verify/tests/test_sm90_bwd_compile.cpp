@@ -244,6 +244,46 @@ TEST_CASE("sm90 backward: tile records on the accumulator path only where they m
   CHECK((flags(whole, o) & kBwdRecordLanes) == 0);
 }
 
+TEST_CASE("sm90 backward: the first step initialises dV / dK where the accumulator path reads records") {
+  // bwd_config.h kBwdFirstStepInitAcc: by default on the accumulator path with tile records (the
+  // sets where it measured faster), nowhere else; an ablation drops it, explicit flags take it as
+  // given where the deferred job keeps the first step apart.
+  auto flags = [](const ProblemDesc& p, const Sm90Options& o) {
+    const std::string n = sm90_backward_sources(p, o)[0].name_expression;
+    return std::stoll(n.substr(n.rfind(',') + 1));
+  };
+  Sm90Options o;
+  const ProblemDesc whole = problem(kBF16, 128, kFastGelu, kMaskNone, {512, 1024, 512}, {512, 1024, 512}, 4, 4);
+  CHECK((flags(whole, o) & kBwdTileRecords) != 0);
+  CHECK((flags(whole, o) & kBwdFirstStepInitAcc) != 0);
+  const ProblemDesc half = problem(kBF16, 128, kFastGelu, kMaskNone, {512, 576, 512}, {512, 576, 512}, 4, 4);
+  CHECK((flags(half, o) & kBwdDqFinish) == 0);  // the accumulator path without records (an empty half)
+  CHECK((flags(half, o) & kBwdFirstStepInitAcc) == 0);
+  const int over = kBwdAccRecordsMaxMeanLenK + 128;
+  const ProblemDesc long_kv = problem(kBF16, 128, kFastGelu, kMaskNone, {over, over}, {over, over}, 4, 4);
+  CHECK((flags(long_kv, o) & kBwdFirstStepInitAcc) == 0);
+  const ProblemDesc short_kv = problem(kBF16, 128, kFastGelu, kMaskNone, {100, 60}, {100, 60}, 4, 4);
+  CHECK((flags(short_kv, o) & kBwdDqFinish) != 0);  // the ordered finish: off
+  CHECK((flags(short_kv, o) & kBwdFirstStepInitAcc) == 0);
+  const ProblemDesc pair = problem(kBF16, 128, kFastGelu, kMaskNone, {300, 260}, {200, 256}, 4, 4);
+  CHECK((flags(pair, o) & kBwdPair) != 0);  // pairs: off (0.96x at L = 256)
+  CHECK((flags(pair, o) & kBwdFirstStepInitAcc) == 0);
+  const ProblemDesc masked = problem(kBF16, 128, kFastGelu, kMaskCausal, {512, 1024, 512}, {512, 1024, 512}, 4, 4);
+  CHECK(((flags(masked, o) & kBwdTileRecords) != 0) == ((flags(masked, o) & kBwdFirstStepInitAcc) != 0));
+  o.bwd_flags_drop = kBwdFirstStepInitAcc;  // the ablation drops only its own bit
+  CHECK(flags(whole, o) == (flags(whole, Sm90Options()) & ~kBwdFirstStepInitAcc));
+  o.bwd_flags_drop = kBwdTileRecords;  // without the records: off
+  CHECK((flags(whole, o) & kBwdFirstStepInitAcc) == 0);
+  o.bwd_flags_drop = 0;
+  o.deterministic = false;  // the unordered mode keeps the tile list
+  CHECK((flags(whole, o) & kBwdFirstStepInitAcc) == 0);
+  o.deterministic = true;
+  o.bwd_flags = kBwdDefaultFlags | kBwdFirstStepInitAcc;  // explicit: the ordered finish takes it too
+  CHECK((flags(short_kv, o) & kBwdFirstStepInitAcc) != 0);
+  o.bwd_flags = (kBwdDefaultFlags & ~kBwdDeferDq) | kBwdFirstStepInitAcc;  // no deferred job: cleared
+  CHECK((flags(short_kv, o) & kBwdFirstStepInitAcc) == 0);
+}
+
 TEST_CASE("sm90: the unit logit-scale specialisation follows the problem, explicit flags too") {
   // The bit makes the kernels skip the logit multiply: with any other scale it would give wrong
   // results without an error, so the host sets it exactly when logit_scale == 1.
