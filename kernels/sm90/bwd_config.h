@@ -314,9 +314,13 @@ constexpr int kBwdDqRedMinMeanLenK = 384;
 // 1.038-1.045 / 1.007-1.009x, s = 0.5 L = 512 / 1024 / 2048 (mean Lk about 256 / 512 / 1024)
 // 1.034-1.039 / 1.031-1.033 / 1.022x. At self s = 1 L = 2048 (32 steps per tile, where a tile's end
 // weighs least) every earlier placement lost 0.3-2 % (`results/dv-in-v-forms/`), and this one
-// measured 0.995 / 1.000x (thirty-third session, explicit flags, `ab-dvinv2d-l2048-*`): no gain
-// there, so the limit stays. Means between 1024 and 2048 were not measured.
-constexpr int kBwdDvInVMaxMeanLenK = 1536;
+// measured 0.995 / 1.000x (thirty-third session, explicit flags, `ab-dvinv2d-l2048-*`). With the
+// tile records and the first step's accumulator initialisation beside it, the L = 1024 sets'
+// kernel, it gains there too: 1.018-1.019x at L = 2048 against the kernel with none of the three
+// (thirty-sixth session, `ab-l2048-rec-init-*`), while records and initialisation without it lost
+// (0.993-0.995x). So the limit is 2048, the longest mean measured; means between 1024 and 2048
+// other than 2048 itself were not measured.
+constexpr int kBwdDvInVMaxMeanLenK = 2048;
 
 // kBwdTileRecords on the accumulator path by default only up to this mean KV length, and only where
 // no KV tile has an empty half (host/sm90_bwd.cpp). Interleaved against the tile list and offsets
@@ -324,8 +328,11 @@ constexpr int kBwdDvInVMaxMeanLenK = 1536;
 // self s = 1 L = 512 / 1024 1.017-1.025 / 1.021-1.022x, L = 2048 0.997-1.000x; s = 0.5 L = 512 /
 // 1024 / 2048 (every kernel there carries the empty-half path) 1.006 / 1.002-1.003 / 0.993x. The
 // twenty-fifth and twenty-ninth sessions had measured 0.98-1.00x on this path before dV moved into
-// V's rows. Why the s = 0.5 sets do not gain is not known.
-constexpr int kBwdAccRecordsMaxMeanLenK = 1536;
+// V's rows. Why the s = 0.5 sets do not gain is not known; with kBwdFirstStepInitAcc as well they
+// measured 1.000-1.006 / 0.989-0.991 / 0.976-0.978x (thirty-sixth session, `ab-s05-rec-init-*`).
+// At L = 2048 the three together (records, dV in V's rows, the first step's initialisation) gain
+// 1.018-1.019x (kBwdDvInVMaxMeanLenK), so the limit is 2048, as that one's.
+constexpr int kBwdAccRecordsMaxMeanLenK = 2048;
 
 // kBwdPair by default only where the mean query length is at least this (four steps per KV tile).
 // Measured on the seed's sets (H200, against the same kernel without pairs): cross Lk = 256 at

@@ -250,7 +250,8 @@ TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
   p = bench_problem(seed_bench_sets()[3], 1, default_bench_base());  // self s = 1, L = 2048: no finish
   const std::vector<std::string> follow = row_variants(*k, p, true);
   REQUIRE(follow.size() == 2);
-  CHECK(follow[0].find("gdpa_bwd<0,128,3,0,118579223>") != std::string::npos);  // the dQ follower beside it
+  // the dQ follower beside it; tile records, dV in V's rows, the first step's initialisation
+  CHECK(follow[0].find("gdpa_bwd<0,128,3,0,4556152855>") != std::string::npos);
   CHECK(follow[1].find("gdpa_bwd_dq_follow<0,128>") != std::string::npos);
   BenchRow r;
   r.variants = bwd;
