@@ -239,9 +239,10 @@ enum BwdFlags : long long {
   // 1024 / 2048 0.996-0.997 / 0.993-0.994 / 0.991-0.993x. The host sets it with kBwdPairRank1DvInDs's
   // rule (the late wait, D = 128; D = 64 spills 4 bytes); it is not in kBwdDefaultFlags.
   kBwdPairRank0LateStoreWait = 1LL << 31,
-  // Experimental (thirty-fifth session, explicit flags only): with kBwdDeferDq, a tile's dV and dK
-  // accumulators are initialised by the first k16 slice of the first step's dV and dK wgmmas
-  // (scale-d 0, an immediate: that step is its own instantiation, the one without a dQ job)
+  // Built in the thirty-fifth session, in the default since the thirty-sixth: with kBwdDeferDq,
+  // a tile's dV and dK accumulators are initialised by the first k16 slice of the first step's
+  // dV and dK wgmmas (scale-d 0, an immediate: that step is its own instantiation, the one
+  // without a dQ job)
   // instead of being zeroed by 128 moves per thread at the tile's top, which the trace puts in the
   // 290-370 cycles between the record's read and the K / V waits. A warpgroup whose keys all lie
   // past the sequence's end (kBwdSkipEmptyHalf, no dV / dK wgmmas) still zeroes them. The same
@@ -251,9 +252,12 @@ enum BwdFlags : long long {
   // 0.983-1.002x; as a default on the accumulator path against the kernel without it
   // (`ablation-first-step-init-acc-*`) self s = 1 L = 512 / 1024 / 2048 1.016-1.017 /
   // 1.012-1.016 / 0.998-0.999x, s = 0.5 L = 512 / 1024 / 2048 1.002-1.005 / 1.000 / 1.001x.
-  // `gdpa check` passed with it on the ordered finish (explicit flags: the whole matrix) and on
-  // the pair cases, racecheck clean on the pairs; the accumulator path, where it pays, has not
-  // been checked against the CPU reference with it yet, so it is not in any default.
+  // `gdpa check` passed with it on the ordered finish and on the pair cases (thirty-fifth
+  // session) and on the accumulator path (explicit flags 4563394645, thirty-sixth: 31 / 31), its
+  // GPU test passes, the sanitizers are clean. On the H200 of the thirty-sixth session, as the
+  // default against its ablation: 1.004 / 1.006x and 1.008 / 1.010x at L = 512 / 1024
+  // interleaved, 1.012-1.045x and 1.025-1.027x timed alone (`alone-init-acc-*`). The host sets it
+  // on the accumulator path where the tile records are read; it is not in kBwdDefaultFlags.
   kBwdFirstStepInitAcc = 1LL << 32,
   kBwdDefaultFlags = kBwdDeferDq | kBwdHalfFold | kBwdDqFinish | kBwdPingpong | kBwdDqTmaStore | kBwdDqFirst |
                      kBwdDqTwoStage | kBwdEarlyAct | kBwdDkInDs | kBwdPairTwoStage |
