@@ -43,6 +43,17 @@ ProblemDesc problem(DType dtype, int head_dim, Activation act, MaskKind mask, co
   return p;
 }
 
+// The backward flags the host picks for `p` under `o`: the last template argument of the kernel name.
+long long chosen_bwd_flags(const ProblemDesc& p, const Sm90Options& o) {
+  const std::string n = sm90_backward_sources(p, o)[0].name_expression;
+  return std::stoll(n.substr(n.rfind(',') + 1));
+}
+
+// Four heads, uniform 512 / 1024 / 512 sequences: the accumulator path with tile records.
+ProblemDesc uniform_accumulator_problem(MaskKind mask = kMaskNone) {
+  return problem(kBF16, 128, kFastGelu, mask, {512, 1024, 512}, {512, 1024, 512}, 4, 4);
+}
+
 std::string first_match(const std::string& log, const char* pattern) {
   std::smatch m;
   return std::regex_search(log, m, std::regex(pattern)) ? m.str(0) : std::string();
@@ -199,12 +210,9 @@ TEST_CASE("sm90 backward: tile records on the accumulator path only where they m
   // bwd_config.h kBwdAccRecordsMaxMeanLenK: deterministic, no KV tile with an empty half, mean Lk
   // at most 1536 (self s = 1 L = 512 / 1024); not at s = 0.5 (empty halves), not above the mean,
   // not in the unordered mode. Where dQ is finished in the kernel they stay on.
-  auto flags = [](const ProblemDesc& p, const Sm90Options& o) {
-    const std::string n = sm90_backward_sources(p, o)[0].name_expression;
-    return std::stoll(n.substr(n.rfind(',') + 1));
-  };
+  const auto flags = chosen_bwd_flags;
   Sm90Options o;
-  const ProblemDesc whole = problem(kBF16, 128, kFastGelu, kMaskNone, {512, 1024, 512}, {512, 1024, 512}, 4, 4);
+  const ProblemDesc whole = uniform_accumulator_problem();
   CHECK((flags(whole, o) & kBwdDqFinish) == 0);
   CHECK((flags(whole, o) & kBwdTileRecords) != 0);
   // Jagged lengths whose last KV tiles hold more than 64 keys (1000 = 7 x 128 + 104): on.
@@ -248,12 +256,9 @@ TEST_CASE("sm90 backward: the first step initialises dV / dK where the accumulat
   // bwd_config.h kBwdFirstStepInitAcc: by default on the accumulator path with tile records (the
   // sets where it measured faster), nowhere else; an ablation drops it, explicit flags take it as
   // given where the deferred job keeps the first step apart.
-  auto flags = [](const ProblemDesc& p, const Sm90Options& o) {
-    const std::string n = sm90_backward_sources(p, o)[0].name_expression;
-    return std::stoll(n.substr(n.rfind(',') + 1));
-  };
+  const auto flags = chosen_bwd_flags;
   Sm90Options o;
-  const ProblemDesc whole = problem(kBF16, 128, kFastGelu, kMaskNone, {512, 1024, 512}, {512, 1024, 512}, 4, 4);
+  const ProblemDesc whole = uniform_accumulator_problem();
   CHECK((flags(whole, o) & kBwdTileRecords) != 0);
   CHECK((flags(whole, o) & kBwdFirstStepInitAcc) != 0);
   const ProblemDesc half = problem(kBF16, 128, kFastGelu, kMaskNone, {512, 576, 512}, {512, 576, 512}, 4, 4);
@@ -268,7 +273,7 @@ TEST_CASE("sm90 backward: the first step initialises dV / dK where the accumulat
   const ProblemDesc pair = problem(kBF16, 128, kFastGelu, kMaskNone, {300, 260}, {200, 256}, 4, 4);
   CHECK((flags(pair, o) & kBwdPair) != 0);  // pairs: off (0.96x at L = 256)
   CHECK((flags(pair, o) & kBwdFirstStepInitAcc) == 0);
-  const ProblemDesc masked = problem(kBF16, 128, kFastGelu, kMaskCausal, {512, 1024, 512}, {512, 1024, 512}, 4, 4);
+  const ProblemDesc masked = uniform_accumulator_problem(kMaskCausal);
   CHECK(((flags(masked, o) & kBwdTileRecords) != 0) == ((flags(masked, o) & kBwdFirstStepInitAcc) != 0));
   o.bwd_flags_drop = kBwdFirstStepInitAcc;  // the ablation drops only its own bit
   CHECK(flags(whole, o) == (flags(whole, Sm90Options()) & ~kBwdFirstStepInitAcc));
