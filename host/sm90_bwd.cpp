@@ -114,6 +114,10 @@ namespace {
 // Why a kernel with kBwdPair cannot run a problem (explicit flags; the default asks only where it can).
 constexpr const char* kPairNeeds =
     "the flags ask for cluster pairs (kBwdPair), which need no mask, every Lk in (128, 256] and kBwdDqFinish";
+// Whether the kernel of `flags` can run p: with kBwdPair, only where the pairs can take it.
+bool pair_flags_fit(const ProblemDesc& p, long long flags) {
+  return !(flags & sm90::kBwdPair) || (sm90_bwd_pair_eligible(p) && (flags & sm90::kBwdDqFinish));
+}
 
 // Whether p has at most n query steps per KV tile on average (group x mean Lq / BlockM): the
 // measure of the rules that depend on how few steps a tile's fixed costs are spread over.
@@ -223,10 +227,10 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
       p.batch() > 0 && mean_steps_per_kv_tile_at_most(p, sm90::kBwdUndeferredMaxStepsPerTile))
     f &= ~sm90::kBwdDeferDq;
   // The accumulators initialised by the first step's dV / dK wgmmas: by default on the accumulator
-  // path where it reads the tile records, where it measured faster (self s = 1 L = 512 / 1024
-  // 1.012-1.017x; L = 2048 0.998-0.999x, s = 0.5 1.000-1.005x, the L = 256 pairs 0.96x:
-  // bwd_config.h kBwdFirstStepInitAcc). The first step is its own instantiation only with the
-  // deferred job.
+  // path where it reads the tile records (self s = 1 L = 512 / 1024 / 2048), where it measured
+  // faster (1.004-1.010x at L = 512 / 1024, 1.002-1.008x at 2048); s = 0.5 (no records)
+  // 1.000-1.005x, the L = 256 pairs 0.96x (bwd_config.h kBwdFirstStepInitAcc). The first step is
+  // its own instantiation only with the deferred job.
   if (o.bwd_flags < 0 && !(f & sm90::kBwdDqFinish) && (f & sm90::kBwdTileRecords) &&
       !(o.bwd_flags_drop & sm90::kBwdFirstStepInitAcc))
     f |= sm90::kBwdFirstStepInitAcc;
@@ -294,9 +298,10 @@ class Sm90BackwardImpl final : public Sm90Backward {
   explicit Sm90BackwardImpl(const Sm90Options& o) : opt_(o) {}
 
   void prepare(const ProblemDesc& p, const DeviceInfo& dev) override {
-    std::string why;  // the problem, and whether these options' flags can run it (pairs)
-    if (!sm90_backward_supports(p, opt_, &why)) throw ProblemError("sm90 backward: " + why);
+    std::string why;
+    if (!sm90_backward_supports(p, &why)) throw ProblemError("sm90 backward: " + why);
     const long long flags = bwd_flags_of(opt_, p);
+    if (!pair_flags_fit(p, flags)) throw ProblemError(std::string("sm90 backward: ") + kPairNeeds);
     if (flags & ~(sm90::kBwdAllFlags | sm90::kActMixMask))
       throw ProblemError("sm90 backward: unknown flags " + std::to_string(flags));
     pair_ = (flags & sm90::kBwdPair) != 0;
@@ -485,8 +490,7 @@ bool sm90_backward_supports(const ProblemDesc& p, std::string* why) {
 
 bool sm90_backward_supports(const ProblemDesc& p, const Sm90Options& opt, std::string* why) {
   if (!sm90_backward_supports(p, why)) return false;
-  const long long flags = bwd_flags_of(opt, p);
-  if ((flags & sm90::kBwdPair) && (!sm90_bwd_pair_eligible(p) || !(flags & sm90::kBwdDqFinish))) {
+  if (!pair_flags_fit(p, bwd_flags_of(opt, p))) {
     if (why) *why = kPairNeeds;
     return false;
   }

@@ -203,8 +203,9 @@ enum BwdFlags : long long {
   // (thirty-third session, `ab-rlanes-*`): the ordered finish at s = 0.5 L = 256 (2-3 steps a
   // tile) 1.016 / 1.018x; the accumulator path at self s = 1 L = 512 / 1024 1.002-1.004 /
   // 1.005-1.006x and the pairs (self and cross L = 256, cross L = 512) 0.997-1.006x, inside the
-  // noise; on the v27 pairs at L = 256 (thirty-fifth session, `ab-pair-rlanes-*`) 0.993-0.998x. The host sets it by default with the ordered finish only (host/sm90_bwd.cpp); it is not
-  // in kBwdDefaultFlags, so explicit flags take it only when asked.
+  // noise; on the v27 pairs at L = 256 (thirty-fifth session, `ab-pair-rlanes-*`) 0.993-0.998x.
+  // The host sets it by default with the ordered finish only (host/sm90_bwd.cpp); it is not in
+  // kBwdDefaultFlags, so explicit flags take it only when asked.
   kBwdRecordLanes = 1 << 28,
   // kBwdPair, rank 1: the dK / dV epilogue's TMA stores out of the staging buffer are waited for
   // (their read of it) where that buffer is next written, at the next tile's first finished dQ
@@ -242,9 +243,8 @@ enum BwdFlags : long long {
   // Built in the thirty-fifth session, in the default since the thirty-sixth: with kBwdDeferDq,
   // a tile's dV and dK accumulators are initialised by the first k16 slice of the first step's
   // dV and dK wgmmas (scale-d 0, an immediate: that step is its own instantiation, the one
-  // without a dQ job)
-  // instead of being zeroed by 128 moves per thread at the tile's top, which the trace puts in the
-  // 290-370 cycles between the record's read and the K / V waits. A warpgroup whose keys all lie
+  // without a dQ job) instead of being zeroed by 128 moves per thread at the tile's top, which
+  // the trace puts in the 290-370 cycles between the record's read and the K / V waits. A warpgroup whose keys all lie
   // past the sequence's end (kBwdSkipEmptyHalf, no dV / dK wgmmas) still zeroes them. The same
   // values, except that an all-zero dV / dK sum may come out as -0 instead of +0. 128 SASS
   // instructions fewer. Interleaved, both orders: by explicit flags (`ab-init-acc-*`) self s = 1
@@ -323,7 +323,7 @@ constexpr int kBwdDqRedMinMeanLenK = 384;
 // kernel, it gains there too: 1.018-1.019x at L = 2048 against the kernel with none of the three
 // (thirty-sixth session, `ab-l2048-rec-init-*`), while records and initialisation without it lost
 // (0.993-0.995x). So the limit is 2048, the longest mean measured; means between 1024 and 2048
-// other than 2048 itself were not measured.
+// were not measured.
 constexpr int kBwdDvInVMaxMeanLenK = 2048;
 
 // kBwdTileRecords on the accumulator path by default only up to this mean KV length, and only where
