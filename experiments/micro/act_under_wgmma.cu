@@ -16,6 +16,11 @@
 // Each part alone slows 1.2-1.4x, the mix 1.8x; the loss grows with the other warpgroup's tensor
 // work up to half the kernel's width, and about 40 % of it comes with the instructions alone (N = 8);
 // ptxas's breadth-first order (all tanh arguments first) is not the cause.
+// Thirty-seventh session, same GPU, the GEMM warpgroup's own rate beside each (cycles per k16 wgmma,
+// 64 at the dense peak): fast_gelu next to back-to-back m64n128k16 1222 (64), next to batches of
+// eight each drained before the next issue 1121 (72), next to groups of two drained 957 (95). A warp
+// waiting in WARPGROUP.DEPBAR instead of at an HGMMA's dispatch takes away no more than the tensor
+// cores' idle share: the slowdown follows the tensor work that runs, not the blocked issue.
 // Build and run on an sm_90 GPU, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -o act_under_wgmma \
 //     experiments/micro/act_under_wgmma.cu && ./act_under_wgmma
@@ -70,8 +75,11 @@ __device__ __forceinline__ float act_score(float x) {
 // tensor work); 5: SS m64n8k16 (as many instructions, a sixteenth of the work); 6: SS m64n256k16
 // (as many instructions, twice the work per instruction). A template argument, so that each
 // instantiation holds only its own accumulator (all of them at once made ptxas serialize the wgmmas).
+// 7: SS m64n128k16 batches of eight, each waited for before the next is issued (the queue drains:
+// the warp waits in WARPGROUP.DEPBAR, not at an HGMMA's dispatch); 8: the same in groups of two.
+// The GEMM warpgroup's thread 0 writes its cycles per k16 wgmma to gemm_cycles (64 at the dense peak).
 template <int MODE>
-__device__ __forceinline__ void gemm_role(unsigned base, int act_iters, unsigned* out) {
+__device__ __forceinline__ void gemm_role(unsigned base, int act_iters, unsigned* out, long long* gemm_cycles) {
   constexpr int kAccRegs = MODE == 4 ? 32 : MODE == 5 ? 4 : MODE == 6 ? 128 : 64;
   float acc[kAccRegs];
 #pragma unroll
@@ -87,7 +95,19 @@ __device__ __forceinline__ void gemm_role(unsigned base, int act_iters, unsigned
   // alone); wgmma is .aligned, so the four warps must run the same number of batches (a per-warp
   // look at a flag would let one leave early). Only the activation's own loop is timed.
   const int batches = 32 * act_iters / 3;
-  for (int n = 0; n < batches; ++n) {
+  const long long g0 = clock64();
+  if constexpr (MODE == 7 || MODE == 8) {
+    constexpr int kPerGroup = MODE == 7 ? 8 : 2;
+    for (int n = 0; n < batches * (8 / kPerGroup); ++n) {
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kPerGroup; ++ks)
+        ptx::Wgmma<128, kBF16>::template ss<1, 0, 0>(acc, qa.at(sw128_kmajor_step(64, ks)), kb.at(sw128_kmajor_step(128, ks)));
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+    }
+  }
+  for (int n = 0; n < (MODE == 7 || MODE == 8 ? 0 : batches); ++n) {
     if constexpr (MODE == 4) ss_batch<64>(acc, qa, kb);  // as many wgmmas at half the width: half the work
     if constexpr (MODE == 5) ss_batch_n8(acc, qa, kb);
     if constexpr (MODE == 6) ss_batch<256>(acc, qa, kb);
@@ -104,6 +124,7 @@ __device__ __forceinline__ void gemm_role(unsigned base, int act_iters, unsigned
     ptx::wgmma_wait<1>();
   }
   ptx::wgmma_wait<0>();
+  if (threadIdx.x == 0) gemm_cycles[blockIdx.x] = (clock64() - g0) / ((MODE == 3 ? 16LL : 8LL) * batches);
   ptx::fence_operand(acc);
   float s = 0.0f;
 #pragma unroll
@@ -135,7 +156,7 @@ __device__ __forceinline__ void act_chained(const float (&sc)[64], unsigned (&p)
 
 template <int KIND, int MODE>
 __global__ void __launch_bounds__(256, 1) bench(int act_iters, const float* in, unsigned* out, long long* cycles,
-                                                unsigned zero) {
+                                                long long* gemm_cycles, unsigned zero) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const int tid = threadIdx.x;
   for (int i = tid; i < kSmemBytes / 4; i += 256) reinterpret_cast<unsigned*>(smem)[i] = 0;
@@ -143,7 +164,7 @@ __global__ void __launch_bounds__(256, 1) bench(int act_iters, const float* in, 
   // The 128-byte swizzle needs 1024-byte aligned tiles: round up inside the buffer (1 KB spare).
   const unsigned base = (static_cast<unsigned>(__cvta_generic_to_shared(smem)) + 1023u) & ~1023u;
   if (tid < 128) {
-    if constexpr (MODE != 0) gemm_role<MODE>(base, act_iters, out);
+    if constexpr (MODE != 0) gemm_role<MODE>(base, act_iters, out, gemm_cycles);
     return;
   }
   // The activation warpgroup: 64 scores per thread, as one consumer thread of the forward holds.
@@ -178,30 +199,37 @@ int main() {
   long long* cyc;
   cuda_check(cudaMalloc(&out, sizeof(unsigned) * 128 * blocks), "cudaMalloc");
   cuda_check(cudaMalloc(&cyc, sizeof(long long) * 4 * blocks), "cudaMalloc");
-  using Bench = void (*)(int, const float*, unsigned*, long long*, unsigned);
-  const Bench kernels[5][7] = {
-      {bench<0, 0>, bench<0, 1>, bench<0, 2>, bench<0, 3>, bench<0, 4>, bench<0, 5>, bench<0, 6>},
-      {bench<1, 0>, bench<1, 1>, bench<1, 2>, bench<1, 3>, bench<1, 4>, bench<1, 5>, bench<1, 6>},
-      {bench<2, 0>, bench<2, 1>, bench<2, 2>, bench<2, 3>, bench<2, 4>, bench<2, 5>, bench<2, 6>},
-      {bench<3, 0>, bench<3, 1>, bench<3, 2>, bench<3, 3>, bench<3, 4>, bench<3, 5>, bench<3, 6>},
-      {bench<4, 0>, bench<4, 1>, bench<4, 2>, bench<4, 3>, bench<4, 4>, bench<4, 5>, bench<4, 6>}};
+  long long* gcyc;
+  cuda_check(cudaMalloc(&gcyc, sizeof(long long) * blocks), "cudaMalloc");
+  using Bench = void (*)(int, const float*, unsigned*, long long*, long long*, unsigned);
+#define GDPA_MICRO_ROW(K) \
+  {bench<K, 0>, bench<K, 1>, bench<K, 2>, bench<K, 3>, bench<K, 4>, bench<K, 5>, bench<K, 6>, bench<K, 7>, bench<K, 8>}
+  const Bench kernels[5][9] = {GDPA_MICRO_ROW(0), GDPA_MICRO_ROW(1), GDPA_MICRO_ROW(2), GDPA_MICRO_ROW(3),
+                               GDPA_MICRO_ROW(4)};
+#undef GDPA_MICRO_ROW
   const char* kinds[] = {"fast_gelu (MUFU + FP32)", "FP32 only (tanh -> FFMA)", "tanh only (MUFU)",
                          "fast_gelu, chained by 8", "fast_gelu, chained by 16"};
   const char* names[] = {"idle", "SS m64n128k16", "RS m64n128k16", "SS + RS in turn", "SS m64n64k16 (1/2 work)",
-                         "SS m64n8k16 (1/16 work)", "SS m64n256k16 (2x work)"};
+                         "SS m64n8k16 (1/16 work)", "SS m64n256k16 (2x work)", "SS n128, 8 then drain",
+                         "SS n128, 2 then drain"};
   long long hc[4 * 132];
   std::printf("activation cycles per 64-score step (mean over warps), by what the other warpgroup issues\n");
   for (int kind = 0; kind < 5; ++kind) {
-    for (int mode = 0; mode < 7; ++mode) {
+    for (int mode = 0; mode < 9; ++mode) {
       const Bench k = kernels[kind][mode];
       cuda_check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes),
                  "cudaFuncSetAttribute");
-      for (int rep = 0; rep < 2; ++rep) k<<<blocks, 256, kSmemBytes>>>(iters, in, out, cyc, 0u);
+      for (int rep = 0; rep < 2; ++rep) k<<<blocks, 256, kSmemBytes>>>(iters, in, out, cyc, gcyc, 0u);
       wait_for_kernels();
       cuda_check(cudaMemcpy(hc, cyc, sizeof(hc), cudaMemcpyDeviceToHost), "cudaMemcpy");
       double sum = 0;
       for (int i = 0; i < 4 * blocks; ++i) sum += double(hc[i]);
-      std::printf("%-26s next to %-26s %6.0f\n", kinds[kind], names[mode], sum / (4.0 * blocks) / iters);
+      long long hg[132];
+      cuda_check(cudaMemcpy(hg, gcyc, sizeof(hg), cudaMemcpyDeviceToHost), "cudaMemcpy");
+      double gsum = 0;
+      for (int i = 0; i < blocks; ++i) gsum += double(hg[i]);
+      std::printf("%-26s next to %-26s %6.0f   (GEMM warpgroup: %5.1f cycles per wgmma)\n", kinds[kind],
+                  names[mode], sum / (4.0 * blocks) / iters, mode == 0 ? 0.0 : gsum / blocks);
     }
   }
   return 0;

@@ -123,8 +123,11 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
       }
       ts = BwdTileScalars{t, dq_slot_begin(t.q_seq_row, t.batch)};
     }
-    // kInitAcc: only a warpgroup that issues no dV / dK wgmmas (all its keys past the end).
-    if (!kInitAcc || (kSkipEmptyHalf && 64 * cw >= ts.len_k - ts.n0)) {
+    // kBwdSkipEmptyHalf: all of this warpgroup's keys lie past the sequence's end, so it issues no
+    // S^T, dP^T, dV or dK product in this tile (the step body's IDLE form).
+    const bool keys_past_end = kSkipEmptyHalf && 64 * cw >= ts.len_k - ts.n0;
+    // kInitAcc: only a warpgroup that issues no dV / dK wgmmas.
+    if (!kInitAcc || keys_past_end) {
 #pragma unroll
       for (int i = 0; i < D / 2; ++i) dv[i] = dk[i] = 0.0f;
     }
@@ -390,7 +393,7 @@ __device__ __forceinline__ void bwd_consumer(int cw, const GdpaParams& p, const 
         if (kWalk && (!kDefer || ls > 0)) job = bwd_next_step(job, ts.m_begin, ts.m_end);
       }
     };
-    if (kSkipEmptyHalf && 64 * cw >= ts.len_k - ts.n0)
+    if (keys_past_end)
       run_steps(BoolConstant<kSkipEmptyHalf>{});
     else
       run_steps(BoolConstant<false>{});
