@@ -125,31 +125,4 @@ __device__ __forceinline__ void store_block_tma(const float (&acc)[D / 2], unsig
   }
 }
 
-// The same 64 x D block (times `scale`, rounded, rows [0, rows_valid) only) stored straight from
-// the fragment, for a caller with no staging buffer to spare a wait on. The four lanes of a quad
-// hold 4-byte pairs of one row, one per 8-column block; one shuffle between lanes t and t ^ 1 per
-// two neighbouring blocks 2m, 2m + 1 leaves lane t with 8 consecutive bytes: even t, columns
-// 2t .. 2t + 3 of block 2m (its own pair, then its partner's); odd t, columns 2t - 2 .. 2t + 1 of
-// block 2m + 1 (its partner's, then its own). A quad then writes 32 consecutive bytes of its row,
-// so each warp store covers 8 rows x 32 bytes, whole sectors, where the pairs stored as they lie
-// would cover half of every sector. Every lane shuffles; only the stores are predicated.
-template <int DTYPE, int D>
-__device__ __forceinline__ void store_block_regs(const float (&acc)[D / 2], unsigned short* rows, int row_stride,
-                                                 int rows_valid, float scale, const FragThread& f) {
-  const bool odd = (f.t & 1) != 0;
-  const int col0 = 2 * f.t + (odd ? 6 : 0);  // 0, 8, 4, 12: this lane's 8 bytes in each 16 columns
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the warp's 16
-    const int row = 16 * f.warp + f.g + 8 * h;
-    unsigned short* dst = rows + (long long)row * row_stride + col0;
-#pragma unroll
-    for (int m = 0; m < D / 16; ++m) {
-      const unsigned lo = scaled_pair<DTYPE, D>(acc, 4 * m + h, scale);      // block 2m
-      const unsigned hi = scaled_pair<DTYPE, D>(acc, 4 * m + 2 + h, scale);  // block 2m + 1
-      const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? lo : hi, 1);
-      if (row < rows_valid) *reinterpret_cast<uint2*>(dst + 16 * m) = odd ? make_uint2(got, hi) : make_uint2(lo, got);
-    }
-  }
-}
-
 }  // namespace gdpa::sm90

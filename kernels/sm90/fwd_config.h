@@ -44,13 +44,6 @@ enum FwdFlags : int {
   // instead, ptxas moves the fields to uniform registers at once and the warp waits for the load
   // (an L2 hit: 225-396 cycles of every tile boundary in the trace).
   kFwdRecordLanes = 1 << 19,
-  // The epilogue stores O straight from the registers (epilogue.cuh store_block_regs): one
-  // shuffle per two 8-column blocks gives each lane 8 consecutive bytes of its row, so a warp's
-  // stores cover whole 32-byte sectors, with no shared memory, barrier or proxy fence between the
-  // tile's last PV and the next tile's first activation. The staged epilogue's stores queue behind
-  // the other warpgroup's wgmma operand reads (the thirtieth session's trace: 780 cycles of every
-  // tile boundary). Experimental: explicit flags only.
-  kFwdRegsO = 1 << 20,
   kFwdDefaultFlags = kFwdPingpong | kFwdOuterPipeline | kFwdIntraOverlap | kFwdKvReuse | kFwdHalfFold |
                      kFwdSkipEmptyHalf | kFwdWholeBatchBranch | kFwdStmatrixO | kFwdNarrowLastBlock |
                      kFwdRecordLanes,
@@ -73,7 +66,7 @@ enum FwdFlags : int {
   // leaves room for a ring of four 64-key K/V stages. Experimental.
   kFwdThreeConsumers = 32768,
   // Every bit a caller may set (the act mix's bits, act_mix.h, are chosen by the host).
-  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers | kFwdRegsO,
+  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers,
 };
 
 // ---- kFwdTrace: the events a consumer warpgroup records (step = the key block's index in its tile)

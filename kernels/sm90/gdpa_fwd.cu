@@ -281,7 +281,6 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kSkipEmpty = (FLAGS & kFwdSkipEmptyHalf) != 0;
   constexpr bool kWholeBatch = (FLAGS & kFwdWholeBatchBranch) != 0;
   constexpr bool kStmatrix = (FLAGS & kFwdStmatrixO) != 0;
-  constexpr bool kRegsO = (FLAGS & kFwdRegsO) != 0;
   constexpr bool kNarrow = (FLAGS & kFwdNarrowLastBlock) != 0;
   constexpr bool kLanes = (FLAGS & kFwdRecordLanes) != 0;
   static_assert(!(kNarrow && kSoftmax), "the softmax variant masks keys past the end in whole blocks");
@@ -555,13 +554,10 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-      const float o_scale = kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale;
-      if constexpr (kRegsO)
-        store_block_regs<DTYPE, D>(o_acc, out_rows(), row_stride, cur.len_q - row0, o_scale, f);
-      else
-        store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
-                                                 cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0,
-                                                 o_scale, f, int(threadIdx.x) - 128 * (cw + 1), kBarEpilogueBase + cw);
+      store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
+                                               cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0,
+                                               kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f,
+                                               int(threadIdx.x) - 128 * (cw + 1), kBarEpilogueBase + cw);
       trace(kFtEpilogueEnd, nblocks);
       return prefetch;
     };
