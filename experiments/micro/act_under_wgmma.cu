@@ -18,9 +18,10 @@
 // ptxas's breadth-first order (all tanh arguments first) is not the cause.
 // Thirty-seventh session, same GPU, the GEMM warpgroup's own rate beside each (cycles per k16 wgmma,
 // 64 at the dense peak): fast_gelu next to back-to-back m64n128k16 1222 (64), next to batches of
-// eight each drained before the next issue 1121 (72), next to groups of two drained 957 (95). A warp
-// waiting in WARPGROUP.DEPBAR instead of at an HGMMA's dispatch takes away no more than the tensor
-// cores' idle share: the slowdown follows the tensor work that runs, not the blocked issue.
+// eight each drained before the next issue 1121 (72), next to groups of two drained 957 (95). With
+// the GEMM warp waiting in WARPGROUP.DEPBAR instead of at an HGMMA's dispatch, the extra time per
+// fully busy step falls only from 547 to 501 / 420 cycles: the slowdown follows the tensor work that
+// runs beside the activation, not a warp held at a dispatch.
 // Build and run on an sm_90 GPU, from the repository root:
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I. -o act_under_wgmma \
 //     experiments/micro/act_under_wgmma.cu && ./act_under_wgmma
@@ -70,6 +71,29 @@ __device__ __forceinline__ float act_score(float x) {
   return mufu_tanh(x);
 }
 
+// Modes 1-6: `batches` batches of the mode's wgmmas, each committed as one group, one group kept in
+// flight (wait_group 1) so that the tensor cores never wait for an issue.
+template <int MODE, int ACC>
+__device__ __forceinline__ void gemm_batches(float (&acc)[ACC], const unsigned (&a_regs)[32], const WgmmaDescBase& qa,
+                                             const WgmmaDescBase& kb, const WgmmaDescBase& vb, int batches) {
+  for (int n = 0; n < batches; ++n) {
+    if constexpr (MODE == 4) ss_batch<64>(acc, qa, kb);  // as many wgmmas at half the width: half the work
+    if constexpr (MODE == 5) ss_batch_n8(acc, qa, kb);
+    if constexpr (MODE == 6) ss_batch<256>(acc, qa, kb);
+    if constexpr (MODE == 1 || MODE == 3) ss_batch<128>(acc, qa, kb);
+    if constexpr (MODE == 2 || MODE == 3) {
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        const unsigned a[4] = {a_regs[4 * kk], a_regs[4 * kk + 1], a_regs[4 * kk + 2], a_regs[4 * kk + 3]};
+        ptx::Wgmma<128, kBF16>::rs<1, 1>(acc, a, vb.at(sw128_mnmajor_step(kk)));
+      }
+      ptx::wgmma_commit();
+    }
+    ptx::wgmma_wait<1>();
+  }
+}
+
 // The GEMM warpgroup. MODE 0: idles; 1: SS wgmmas; 2: RS wgmmas; 3: a batch of each in turn (the
 // kernel's turn: QK^T then PV); 4: SS wgmmas of half the width (as many instructions, half the
 // tensor work); 5: SS m64n8k16 (as many instructions, a sixteenth of the work); 6: SS m64n256k16
@@ -106,22 +130,8 @@ __device__ __forceinline__ void gemm_role(unsigned base, int act_iters, unsigned
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
     }
-  }
-  for (int n = 0; n < (MODE == 7 || MODE == 8 ? 0 : batches); ++n) {
-    if constexpr (MODE == 4) ss_batch<64>(acc, qa, kb);  // as many wgmmas at half the width: half the work
-    if constexpr (MODE == 5) ss_batch_n8(acc, qa, kb);
-    if constexpr (MODE == 6) ss_batch<256>(acc, qa, kb);
-    if constexpr (MODE == 1 || MODE == 3) ss_batch<128>(acc, qa, kb);
-    if constexpr (MODE == 2 || MODE == 3) {
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk) {
-        const unsigned a[4] = {a_regs[4 * kk], a_regs[4 * kk + 1], a_regs[4 * kk + 2], a_regs[4 * kk + 3]};
-        ptx::Wgmma<128, kBF16>::rs<1, 1>(acc, a, vb.at(sw128_mnmajor_step(kk)));
-      }
-      ptx::wgmma_commit();
-    }
-    ptx::wgmma_wait<1>();
+  } else {
+    gemm_batches<MODE>(acc, a_regs, qa, kb, vb, batches);
   }
   ptx::wgmma_wait<0>();
   if (threadIdx.x == 0) gemm_cycles[blockIdx.x] = (clock64() - g0) / ((MODE == 3 ? 16LL : 8LL) * batches);
