@@ -7,6 +7,7 @@
 #   usage: experiments/ablate_bwd_record_lanes.sh [OUT]      (OUT default: experiments/results)
 set -euo pipefail
 SETS=${SETS:-self-s0.5-L256}
+SELF_KV=${SELF_KV:-jagged}  # self sets with Lk = Lq (jagged keys), as this ablation was measured; dense: the seed's
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"
 require_kernels "sm90,sm90-no-bwd-record-lanes"

@@ -11,6 +11,7 @@ set -euo pipefail
 FULL=${FULL:-sm90}
 OFF=${OFF:-sm90-no-dq-finish,sm90-dq-finish-always}
 SETS=${SETS:-self-s1.0,self-s0.5,cross}
+SELF_KV=${SELF_KV:-jagged}  # self sets with Lk = Lq (jagged keys), as this ablation was measured; dense: the seed's
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"
 require_kernels "$FULL,$OFF"

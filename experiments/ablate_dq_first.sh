@@ -12,6 +12,7 @@ set -euo pipefail
 FULL=${FULL:-sm90}
 OFF=${OFF:-sm90-no-dq-first}
 SETS=${SETS:-self-s0.5-L256,self-s0.5-L512}
+SELF_KV=${SELF_KV:-jagged}  # self sets with Lk = Lq (jagged keys), as this ablation was measured; dense: the seed's
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"
 require_kernels "$FULL,$OFF"

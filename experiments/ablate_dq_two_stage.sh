@@ -8,6 +8,7 @@
 #   usage: experiments/ablate_dq_two_stage.sh [OUT]      (OUT default: experiments/results)
 set -euo pipefail
 SETS=${SETS:-self-s1.0-L512,self-s1.0-L1024,self-s1.0-L2048,self-s0.5-L1024,self-s0.5-L2048}
+SELF_KV=${SELF_KV:-jagged}  # self sets with Lk = Lq (jagged keys), as this ablation was measured; dense: the seed's
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"
 require_kernels "sm90,sm90-no-dq-two-stage"

@@ -8,6 +8,7 @@
 #   usage: experiments/ablate_early_act.sh [OUT]      (OUT default: experiments/results)
 set -euo pipefail
 SETS=${SETS:-cross,self-s1.0-L256,self-s0.5-L256}
+SELF_KV=${SELF_KV:-jagged}  # self sets with Lk = Lq (jagged keys), as this ablation was measured; dense: the seed's
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"
 require_kernels "sm90,sm90-no-early-act"

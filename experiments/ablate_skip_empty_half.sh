@@ -11,6 +11,7 @@ set -euo pipefail
 FULL=${FULL:-sm90}
 OFF=${OFF:-sm90-no-skip-empty-half}
 SETS=${SETS:-self-s0.5,self-s1.0}
+SELF_KV=${SELF_KV:-jagged}  # self sets with Lk = Lq (jagged keys), as this ablation was measured; dense: the seed's
 DIRS=${DIRS:-both}
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"

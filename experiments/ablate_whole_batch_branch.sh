@@ -9,6 +9,7 @@ set -euo pipefail
 FULL=${FULL:-sm90}
 OFF=${OFF:-sm90-no-whole-batch-branch}
 SETS=${SETS:-self-s1.0,self-s0.5,cross}
+SELF_KV=${SELF_KV:-jagged}  # self sets with Lk = Lq (jagged keys), as this ablation was measured; dense: the seed's
 DIRS=${DIRS:-fwd}
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"

@@ -20,6 +20,10 @@ GDPA=${GDPA:-build/gdpa}
 # kernel's sustained speed, timed alone (a low-power kernel in the same rounds would let the GPU
 # leave its power cap between the other's calls).
 BENCH_INTERLEAVE=${BENCH_INTERLEAVE:-1}
+# The self sets' keys (`gdpa bench --self-kv`): dense, the seed's benchmark (every Lk = L), or jagged
+# (Lk = Lq, what the project measured before its thirty-eighth session, and the sets with partial
+# last KV tiles). The ablations of key-side and short-KV features set jagged before sourcing this.
+SELF_KV=${SELF_KV:-dense}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-0}  # seconds per bench call, 0 = none; a hung kernel then cannot eat a session
 EXP_NAME=$(basename "$0" .sh)
 EXP_T0=$(date +%s)
@@ -78,6 +82,11 @@ bench() {
     *) die "bench: direction must be both, fwd or bwd, not '$dirs'" ;;
   esac
   [ "$BENCH_INTERLEAVE" = 1 ] && has_bench_option interleave && dir_opt+=(--interleave)
+  if has_bench_option self-kv; then
+    dir_opt+=(--self-kv "$SELF_KV")
+  elif [ "$SELF_KV" != jagged ]; then  # a build from before the option measures jagged keys only
+    die "SELF_KV=$SELF_KV needs \`gdpa bench --self-kv\`, which this build lacks; run with SELF_KV=jagged"
+  fi
   local cmd=("$GDPA" bench --kernels "$kernels" --sets "$sets" "${dir_opt[@]}" --out "$OUT" --stem "$stem" "$@")
   [ "$BENCH_TIMEOUT" != 0 ] && cmd=(timeout --signal=KILL "$BENCH_TIMEOUT" "${cmd[@]}")
   say "start  $stem: kernels $kernels, sets $sets, $dirs${*:+ $*}"

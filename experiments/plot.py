@@ -124,6 +124,12 @@ class ResultFile:
         """The seed's benchmark configuration (spec 5): fast_gelu at D = 128."""
         return self.activation == "fast_gelu" and self.head_dim == 128
 
+    @property
+    def self_kv(self):
+        """The self sets' keys: "dense" (the seed's: every Lk = L) or "jagged" (Lk = Lq). Files from
+        before `gdpa bench --self-kv` have no such field and measured jagged keys."""
+        return self.data.get("self_kv", "jagged")
+
     def row(self, set_name, kernel, direction):
         return self._index.get((set_name, kernel, direction))
 
@@ -295,10 +301,10 @@ class SeedFigure:
 SEED_FIGURES = (
     SeedFigure("self_attention_fwd_s1.0.png", "Self attention Fwd sparsity = 1.0", "self-s1.0", "fwd", "QKV length"),
     SeedFigure("self_attention_fwd_s0.5.png", "Self attention Fwd sparsity = 0.5", "self-s0.5", "fwd",
-               "QKV max length (jagged, Lq uniform in [1, L])"),
+               "max length L (Lq uniform in [1, L], every Lk = L)"),
     SeedFigure("self_attention_bwd_s1.0.png", "Self attention Bwd sparsity = 1.0", "self-s1.0", "bwd", "QKV length"),
     SeedFigure("self_attention_bwd_s0.5.png", "Self attention Bwd sparsity = 0.5", "self-s0.5", "bwd",
-               "QKV max length (jagged, Lq uniform in [1, L])"),
+               "max length L (Lq uniform in [1, L], every Lk = L)"),
     SeedFigure("cross_attention_short_kv_fwd.png", "Cross attention, short KV (Lk = 256) Fwd sparsity = 1.0",
                "cross-Lk256", "fwd", "Q length"),
     SeedFigure("cross_attention_short_kv_bwd.png", "Cross attention, short KV (Lk = 256) Bwd sparsity = 1.0",
@@ -314,6 +320,8 @@ def pick_seed_source(results, spec):
     for rf in results:
         if not rf.is_seed_config:
             continue
+        if spec.family.startswith("self-s0.5") and rf.self_kv != "dense":
+            continue  # the seed's s = 0.5 sets have dense keys; older files measured Lk = Lq
         complete = [k for k in KERNEL_STYLE if all(rf.row(s, k, spec.direction) for s in spec.sets)]
         partial = [k for k in KERNEL_STYLE if any(rf.row(s, k, spec.direction) for s in spec.sets)]
         if not partial:

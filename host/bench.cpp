@@ -14,13 +14,21 @@
 
 namespace gdpa {
 
-std::vector<BenchSet> seed_bench_sets() {
+const char* self_kv_name(SelfKv kv) { return kv == SelfKv::kDense ? "dense" : "jagged"; }
+
+SelfKv self_kv_from_name(const std::string& name) {
+  if (name == "dense") return SelfKv::kDense;
+  if (name == "jagged") return SelfKv::kJagged;
+  throw ProblemError("--self-kv must be dense or jagged (got '" + name + "')");
+}
+
+std::vector<BenchSet> seed_bench_sets(SelfKv kv) {
   std::vector<BenchSet> v;
   char buf[64];
   for (double s : {1.0, 0.5})
     for (int L : {256, 512, 1024, 2048}) {
       std::snprintf(buf, sizeof buf, "self-s%.1f-L%d", s, L);
-      v.push_back({buf, "self", L, s, 0});
+      v.push_back({buf, "self", L, s, kv == SelfKv::kDense ? L : 0});
     }
   for (int L : {256, 512, 1024, 2048}) {
     std::snprintf(buf, sizeof buf, "cross-Lk256-L%d", L);

@@ -17,7 +17,8 @@ namespace {
 
 const char* kHelp =
     "usage: gdpa bench [--kernels NAME,..] [--sets TEXT,..] [--fwd-only|--bwd-only] [--reps N] [--seed N]\n"
-    "                  [--out DIR] [--stem NAME] [--act NAME] [--dim D] [--interleave]\n"
+    "                  [--out DIR] [--stem NAME] [--act NAME] [--dim D] [--len-k N] [--self-kv dense|jagged]\n"
+    "                  [--interleave]\n"
     "  Times forward and backward on the seed's 12 sets (spec 5: B = 1152, H = 4, D = 128, bf16, fast_gelu;\n"
     "  self-attention s = 1.0 and 0.5 at L = 256..2048, cross-attention with Lk = 256), after measuring the\n"
     "  cuBLAS bf16 GEMM ceiling (8192^3) and the device copy bandwidth in the same run. Reports the median\n"
@@ -43,6 +44,9 @@ const char* kHelp =
     "  --sets: only sets whose name contains one of the comma-separated texts (e.g. self-s1.0,cross)\n"
     "  --reps: timed repetitions (default: as many as fit 400 ms, 3..30)\n"
     "  --len-k N: the cross sets with every Lk = N instead of 256 (named cross-LkN-L<L>)\n"
+    "  --self-kv dense|jagged: the self sets' keys. dense (default, the seed's benchmark): every Lk = L,\n"
+    "             only the queries jagged; jagged: every Lk = Lq (the sets measured before the thirty-eighth\n"
+    "             session, and the ones with partial last KV tiles). The same at s = 1; the JSON says which.\n"
     "  --interleave: time the kernels of a set in rounds of one call each, their order reversed every\n"
     "             other round, instead of each alone for its whole budget. For comparing variants of\n"
     "             one kernel: a clock that drifts weighs on all alike (timed one after another, the\n"
@@ -67,7 +71,7 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
   a.check_known({"help", "fwd-only", "bwd-only", "kernels", "sets", "reps", "seed", "out", "stem", "act", "dim", "len-k",
-                 "interleave"});
+                 "self-kv", "interleave"});
   std::string why;
   if (!gpu_available(&why)) {
     std::fprintf(stderr, "gdpa bench: needs a GPU: %s\n", why.c_str());
@@ -88,6 +92,7 @@ int cmd_bench(int argc, char** argv) {
     base.activation = Activation(id);
   }
   base.head_dim = a.get_int("dim", base.head_dim);
+  const SelfKv self_kv = self_kv_from_name(a.get("self-kv", "dense"));
 
   std::vector<std::string> names;
   if (a.has("kernels")) {
@@ -102,7 +107,7 @@ int cmd_bench(int argc, char** argv) {
   // below then finds each in the cache instead of compiling one after another.
   {
     std::vector<KernelSource> srcs;
-    const ProblemDesc p = bench_problem(seed_bench_sets()[0], seed, base);
+    const ProblemDesc p = bench_problem(seed_bench_sets(self_kv)[0], seed, base);
     for (const std::string& n : names) {
       auto k = make_kernel(n);
       const bool bwd = do_bwd && k->supports(p, dev.arch(), true, nullptr);
@@ -121,7 +126,7 @@ int cmd_bench(int argc, char** argv) {
   std::vector<BenchRow> rows;
   Json jrows = Json::array();
   const int len_k = a.get_int("len-k", 0);
-  for (BenchSet set : seed_bench_sets()) {
+  for (BenchSet set : seed_bench_sets(self_kv)) {
     if (len_k > 0 && set.family == "cross") {
       set.len_k = len_k;
       set.name = "cross-Lk" + std::to_string(len_k) + "-L" + std::to_string(set.max_len);
@@ -192,6 +197,7 @@ int cmd_bench(int argc, char** argv) {
       .set("activation", Json::string(activation_name(base.activation)))
       .set("head_dim", Json::number(base.head_dim))
       .set("seed", Json::number(double(seed)))
+      .set("self_kv", Json::string(self_kv_name(self_kv)))
       .set("timing", Json::string(interleave ? "interleaved rounds" : "each kernel alone"))
       .set("ceilings", ceil)
       .set("rows", jrows);

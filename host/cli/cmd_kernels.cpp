@@ -111,11 +111,13 @@ int cmd_precompile(int argc, char** argv) {
       for (int d : dims) {
         ProblemDesc base = default_bench_base();
         base.head_dim = d;
-        for (const BenchSet& set : seed_bench_sets()) {
-          const ProblemDesc p = bench_problem(set, 1, base);
-          if (k->supports(p, arch, bwd, nullptr))
-            for (const KernelSource& s : k->sources(p, bwd)) srcs.push_back(s);
-        }
+        // Both conventions of the self sets (`gdpa bench --self-kv`): their s = 0.5 kernels differ.
+        for (SelfKv kv : {SelfKv::kDense, SelfKv::kJagged})
+          for (const BenchSet& set : seed_bench_sets(kv)) {
+            const ProblemDesc p = bench_problem(set, 1, base);
+            if (k->supports(p, arch, bwd, nullptr))
+              for (const KernelSource& s : k->sources(p, bwd)) srcs.push_back(s);
+          }
       }
     }
   }

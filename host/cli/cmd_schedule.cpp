@@ -15,24 +15,27 @@ int cmd_schedule(int argc, char** argv) {
   Args a(argc, argv, 0, {"help"});
   if (a.has("help")) {
     std::puts(
-        "usage: gdpa schedule [--sms 132] [--block-m 128] [--block-n 128] [--seed N] [--out DIR]\n"
+        "usage: gdpa schedule [--sms 132] [--block-m 128] [--block-n 128] [--seed N] [--self-kv dense|jagged]\n"
+        "                     [--out DIR]\n"
         "  For every benchmark set and policy (grid, longest-first, zigzag), builds the forward and backward\n"
         "  tile lists and prints the per-SM load skew (max / mean of assigned work; 1.0 is balanced), then\n"
         "  each set's useful / computed score pairs when sequences are cut into whole tiles, and the bytes the\n"
         "  sm90 forward moves between L2 and the SMs over the set's minimum (whole 128-row tiles without K/V\n"
         "  reuse; 64-row halves without; 64-row halves with K/V kept resident; only the rows inside each\n"
         "  sequence with K/V kept, the kernel's default: its jagged maps read nothing past a sequence's end).\n"
+        "  --self-kv: the self sets' keys, as `gdpa bench --self-kv` (default dense: every Lk = L).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
   }
-  a.check_known({"help", "sms", "block-m", "block-n", "seed", "out"});
+  a.check_known({"help", "sms", "block-m", "block-n", "seed", "self-kv", "out"});
+  const SelfKv self_kv = self_kv_from_name(a.get("self-kv", "dense"));
   const int sms = a.get_int("sms", 132), bm = a.get_int("block-m", 128), bn = a.get_int("block-n", 128);
   const uint64_t seed = uint64_t(a.get_int("seed", 1));
   Json rows = Json::array();
   std::printf("%-18s %-14s %10s %10s %10s %10s\n", "set", "policy", "fwd tiles", "fwd skew", "bwd tiles", "bwd skew");
   Json padding = Json::array();
   std::vector<std::string> padding_lines, traffic_lines;
-  for (const BenchSet& set : seed_bench_sets()) {
+  for (const BenchSet& set : seed_bench_sets(self_kv)) {
     const ProblemDesc p = bench_problem(set, seed, default_bench_base());
     const double eff_f = tile_padding_efficiency(p, bm, bn), eff_b = tile_padding_efficiency(p, 64, bn);
     char line[160];
@@ -89,6 +92,7 @@ int cmd_schedule(int argc, char** argv) {
   root.set("what", Json::string("per-SM load skew (max/mean of tile work) of each scheduling policy"))
       .set("block_m", Json::number(bm))
       .set("block_n", Json::number(bn))
+      .set("self_kv", Json::string(self_kv_name(self_kv)))
       .set("rows", rows);
   DeviceInfo host_only;
   host_only.name = "host";

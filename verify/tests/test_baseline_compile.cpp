@@ -230,12 +230,38 @@ TEST_CASE("bench times the kernels of a set in rounds that alternate their order
   for (int k = 0; k < 4; ++k) CHECK(std::count(o.begin(), o.end(), k) == 7);
 }
 
+TEST_CASE("bench sets: the self sets' keys are dense by default (spec 5), jagged on request") {
+  const std::vector<BenchSet> dense = seed_bench_sets(), jagged = seed_bench_sets(SelfKv::kJagged);
+  REQUIRE(dense.size() == 12);
+  REQUIRE(jagged.size() == 12);
+  for (size_t i = 0; i < dense.size(); ++i) {
+    CHECK(dense[i].name == jagged[i].name);
+    const ProblemDesc d = bench_problem(dense[i], 7, default_bench_base());
+    const ProblemDesc j = bench_problem(jagged[i], 7, default_bench_base());
+    CHECK(d.cu_seqlens_q == j.cu_seqlens_q);  // the same query lengths under both
+    bool jagged_q = false;
+    for (int b = 0; b < d.batch(); ++b) {
+      const int want_k = dense[i].family == "cross" ? 256 : dense[i].max_len;
+      CHECK(d.len_k(b) == want_k);
+      CHECK(j.len_k(b) == (dense[i].family == "cross" ? 256 : j.len_q(b)));
+      CHECK(d.len_q(b) >= 1);
+      CHECK(d.len_q(b) <= dense[i].max_len);
+      jagged_q = jagged_q || d.len_q(b) != dense[i].max_len;
+    }
+    CHECK(jagged_q == (dense[i].sparsity < 1.0));
+  }
+  CHECK(std::string(self_kv_name(SelfKv::kDense)) == "dense");
+  CHECK(self_kv_from_name("jagged") == SelfKv::kJagged);
+  CHECK_THROWS_AS(self_kv_from_name("Dense"), ProblemError);
+}
+
 TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
   // The sm90 backward's in-kernel dQ finish and its cluster pairs depend on the problem
   // (bwd_config.h kBwdDqFinishMaxMeanLenK, kBwdPairMinMeanLenQ): the JSON must say which variant
   // each set ran.
   auto k = make_kernel("sm90");
-  ProblemDesc p = bench_problem(seed_bench_sets()[4], 1, default_bench_base());  // self s = 0.5, L = 256
+  // self s = 0.5, L = 256 with jagged keys (mean Lk 128): the ordered in-kernel finish
+  ProblemDesc p = bench_problem(seed_bench_sets(SelfKv::kJagged)[4], 1, default_bench_base());
   const std::vector<std::string> fwd = row_variants(*k, p, false), bwd = row_variants(*k, p, true);
   REQUIRE(fwd.size() == 1);
   CHECK(fwd[0].find("gdpa_fwd<") != std::string::npos);
@@ -253,6 +279,9 @@ TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
   // the dQ follower beside it; tile records, dV in V's rows, the first step's initialisation
   CHECK(follow[0].find("gdpa_bwd<0,128,3,0,4556152855>") != std::string::npos);
   CHECK(follow[1].find("gdpa_bwd_dq_follow<0,128>") != std::string::npos);
+  // The seed's s = 0.5 L = 256 (dense keys, every Lk = 256, mean Lq 128) takes the accumulator path.
+  p = bench_problem(seed_bench_sets()[4], 1, default_bench_base());
+  CHECK(row_variants(*k, p, true)[0].find("gdpa_bwd<0,128,3,0,4556152855>") != std::string::npos);
   BenchRow r;
   r.variants = bwd;
   const std::string json = bench_row_json(r, Ceilings{}).dump();
