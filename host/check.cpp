@@ -202,7 +202,7 @@ std::vector<CheckCase> check_matrix(bool backward, uint64_t seed) {
   }
   {
     ProblemDesc p = base(110);
-    // Every sequence with two KV tiles (128 < Lk <= 256) and a mean Lq above kBwdPairMinMeanLenQ:
+    // Every sequence with two KV tiles (128 < Lk <= 256) and a mean Lq of at least kBwdPairMinMeanLenQ:
     // the backward runs its KV tiles in cluster pairs (kBwdPair). Query lengths off the 64-row
     // step edges, one empty, one single row.
     const std::vector<int> lq = {700, 0, 1, 450, 65, 1100}, lk = {256, 129, 200, 255, 130, 192};

@@ -344,8 +344,12 @@ constexpr int kBwdAccRecordsMaxMeanLenK = 2048;
 // ahead of rank 1 without waiting. At L = 256 (4 steps per tile) pairs were 0.99-1.00x while rank
 // 1's consumers still copied the finished rows themselves after the writer's answer to each job's
 // announcement; with both gone (kBwdDqTmaStore) 1.05x (self s = 1 and cross L = 256,
-// `ab-pair-l256-*`). Shorter query sets were not measured, so the rule stops there.
-constexpr int kBwdPairMinMeanLenQ = 256;
+// `ab-pair-l256-*`). At a mean of 128 (two steps per tile: the seed's s = 0.5 L = 256 with its
+// dense 256 keys, Lq uniform in [1, 256]) pairs measured 1.019-1.020x against the accumulator path
+// with the follower, and the in-kernel finish without pairs 0.89x (thirty-eighth session,
+// interleaved, both orders, `s05d-bwd-l256-*`). Shorter query sets were not measured, so the rule
+// stops there.
+constexpr int kBwdPairMinMeanLenQ = 128;
 
 // The ordered finish (kBwdDqFinish without pairs, no mask) runs without kBwdDeferDq by default
 // only up to this many query steps per KV tile on average (group x mean Lq / 64). Measured

@@ -279,8 +279,11 @@ TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
   // the dQ follower beside it; tile records, dV in V's rows, the first step's initialisation
   CHECK(follow[0].find("gdpa_bwd<0,128,3,0,4556152855>") != std::string::npos);
   CHECK(follow[1].find("gdpa_bwd_dq_follow<0,128>") != std::string::npos);
-  // The seed's s = 0.5 L = 256 (dense keys, every Lk = 256, mean Lq 128) takes the accumulator path.
+  // The seed's s = 0.5 L = 256 (dense keys, every Lk = 256, mean Lq 128.5) takes the pairs of
+  // self s = 1 L = 256 (kBwdPairMinMeanLenQ), and from L = 512 the accumulator path with the follower.
   p = bench_problem(seed_bench_sets()[4], 1, default_bench_base());
+  CHECK(row_variants(*k, p, true)[0].find("gdpa_bwd<0,128,3,0,3803611263>") != std::string::npos);
+  p = bench_problem(seed_bench_sets()[5], 1, default_bench_base());
   CHECK(row_variants(*k, p, true)[0].find("gdpa_bwd<0,128,3,0,4556152855>") != std::string::npos);
   BenchRow r;
   r.variants = bwd;
