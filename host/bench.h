@@ -20,8 +20,8 @@ struct BenchSet {
   int len_k = 0;       // every sequence's Lk (dense KV: self L, cross 256); 0: Lk = Lq (jagged KV)
 };
 
-// How the self sets draw their keys. kDenseKv is the seed's benchmark (spec 5: jagged queries,
-// every Lk = L; Meta's benchmark draws K and V as [B * L] rows). kJaggedKv gives every sequence as
+// How the self sets draw their keys. kDense is the seed's benchmark (spec 5: jagged queries,
+// every Lk = L; Meta's benchmark draws K and V as [B * L] rows). kJagged gives every sequence as
 // many keys as queries (Lk = Lq), jagged on both sides: the sets the project measured until its
 // thirty-eighth session, still the ones that exercise the kernels' key-side edges (a last KV tile
 // or key block partly past the end), which dense keys of a multiple of 128 never have.
