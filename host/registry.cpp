@@ -115,12 +115,6 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "unordered-no-red";
     return make_sm90_kernel(o);
   }
-  if (name == "sm90-fwd-seq-units") {  // forward: each (sequence, head)'s query tiles on one CTA
-    Sm90Options o;
-    o.fwd_group_sequences = true;
-    o.label = "fwd-seq-units";
-    return make_sm90_kernel(o);
-  }
   int n = 0;
   // sm90-follow-smsN: the backward's dQ follower on N SMs instead of the default rule's.
   if (numbered_variant(name, "sm90-follow-sms", 2, &n) && n >= 1) {

@@ -148,7 +148,7 @@ LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
 }
 
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, bool group_sequences) {
+                                   int num_sms, int resident_blocks) {
   // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
   // adjacent and in increasing block order.
   const std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
@@ -160,13 +160,11 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
   for (size_t i = 0; i < tiles.size();) {
     size_t j = i + 1;
     const bool resident = resident_blocks > 0 && tiles[i].work > 0 && tiles[i].work <= resident_blocks;
-    auto same_head = [&](size_t k) { return tiles[k].batch == tiles[i].batch && tiles[k].head == tiles[i].head; };
     // Only tiles that visit exactly the same KV blocks can share them; with no mask every query
     // tile of a sequence does, under a mask the ranges differ and the group splits.
-    auto shares_ring = [&](size_t k) {
-      return tiles[k].work == tiles[i].work && (p.mask == kMaskNone || p.len_k(tiles[i].batch) <= block_n);
-    };
-    while (j < tiles.size() && same_head(j) && (group_sequences || (resident && shares_ring(j)))) ++j;
+    while (resident && j < tiles.size() && tiles[j].batch == tiles[i].batch && tiles[j].head == tiles[i].head &&
+           tiles[j].work == tiles[i].work && (p.mask == kMaskNone || p.len_k(tiles[i].batch) <= block_n))
+      ++j;
     // Every run counts, down to two tiles. A run holds the K/V ring until it ends and so delays
     // the next prefetch, which once made pairs not worth grouping; but at L = 256 the forward is
     // bound by L2 traffic (ncu: 82-88 % busy), and loading a pair's K/V once measured 1.02-1.08x

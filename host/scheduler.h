@@ -93,11 +93,8 @@ struct CtaSchedule {
 // Units (single tiles, or the KV-sharing groups when resident_blocks > 0) are ordered by the
 // policy exactly as build_forward_tiles orders tiles, then dealt: grid order and longest-first
 // round-robin (what the striding contract gives), zigzag in snake order. num_ctas = min(units, SMs).
-// group_sequences: every (sequence, head)'s query tiles form one unit whether or not their keys fit
-// the ring, so one CTA runs them back to back and reads their K and V from L2 a tile after it last
-// did (sm90-fwd-seq-units, an experiment: PERF_NOTES, thirty-ninth session).
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, bool group_sequences = false);
+                                   int num_sms, int resident_blocks);
 // Per-CTA sums of tile_cost over a CtaSchedule (max / mean over the CTAs that exist).
 LoadStats cta_load(const CtaSchedule& s);
 

@@ -140,7 +140,7 @@ class Sm90Kernel final : public AttentionKernel {
     // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
     const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
     const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags),
-                                                     opt_.policy, sms_, resident, opt_.fwd_group_sequences);
+                                                     opt_.policy, sms_, resident);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));

@@ -41,9 +41,6 @@ struct Sm90Options {
   // Forward profiling (kFwdTrace): the same after every forward; explicit fwd_flags with kFwdTrace
   // and no file name write kDefaultFwdTracePath.
   std::string fwd_trace;
-  // Forward: the query tiles of each (sequence, head) run back to back on one CTA
-  // (build_forward_schedule's group_sequences), not only where their keys stay in the ring.
-  bool fwd_group_sequences = false;
 };
 // Where a trace goes when nobody named a file ($GDPA_BWD_TRACE / $GDPA_FWD_TRACE for the registry's
 // names).
