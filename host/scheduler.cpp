@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <queue>
 #include <string>
 
 #include "../kernels/common/masks.cuh"
@@ -147,8 +148,13 @@ LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
   return s;
 }
 
+double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost) {
+  const bool half = p.len_q(t.batch) - t.block * block_m <= block_m / 2;
+  return tile_cost(t) * (half ? half_tile_cost : 1.0);
+}
+
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks) {
+                                   int num_sms, int resident_blocks, double half_tile_cost) {
   // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
   // adjacent and in increasing block order.
   const std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
@@ -178,10 +184,26 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
     std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.cost > b.cost; });
   const int ctas = int(std::min<size_t>(units.size(), size_t(num_sms)));
   std::vector<std::vector<size_t>> per_cta(static_cast<size_t>(ctas));
-  for (size_t u = 0; u < units.size(); ++u) {
-    const size_t round = u / size_t(ctas), pos = u % size_t(ctas);
-    const size_t cta = (policy == SchedulePolicy::kZigzag && round % 2 == 1) ? size_t(ctas) - 1 - pos : pos;
-    per_cta[cta].push_back(u);
+  if (policy == SchedulePolicy::kZigzag && half_tile_cost != 1.0 && ctas > 0) {
+    // Least modelled load first, ties to the lowest CTA: with equal costs this deals round-robin.
+    using Load = std::pair<double, int>;
+    std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_at;
+    for (int c = 0; c < ctas; ++c) free_at.push({0.0, c});
+    for (size_t u = 0; u < units.size(); ++u) {
+      double cost = 0;
+      for (size_t k = 0; k < units[u].count; ++k)
+        cost += modelled_tile_cost(p, tiles[units[u].first + k], block_m, half_tile_cost);
+      const Load l = free_at.top();
+      free_at.pop();
+      per_cta[size_t(l.second)].push_back(u);
+      free_at.push({l.first + cost, l.second});
+    }
+  } else {
+    for (size_t u = 0; u < units.size(); ++u) {
+      const size_t round = u / size_t(ctas), pos = u % size_t(ctas);
+      const size_t cta = (policy == SchedulePolicy::kZigzag && round % 2 == 1) ? size_t(ctas) - 1 - pos : pos;
+      per_cta[cta].push_back(u);
+    }
   }
   CtaSchedule s;
   s.tiles.reserve(tiles.size());

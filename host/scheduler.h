@@ -93,8 +93,18 @@ struct CtaSchedule {
 // Units (single tiles, or the KV-sharing groups when resident_blocks > 0) are ordered by the
 // policy exactly as build_forward_tiles orders tiles, then dealt: grid order and longest-first
 // round-robin (what the striding contract gives), zigzag in snake order. num_ctas = min(units, SMs).
+//
+// half_tile_cost < 1 (zigzag only): a last query tile holding at most block_m / 2 rows costs that
+// fraction of a whole tile of the same keys (the sm90 forward's empty-half skip makes it cheaper),
+// and the units, still in the policy's order, go each to the CTA with the least modelled cost so
+// far instead of the snake. The order is kept because the query tiles of a (sequence, head) share
+// its K and V in L2 only while they run at about the same time on different CTAs; sorting the
+// cheaper tiles last would leave each to fetch its keys from DRAM again.
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks);
+                                   int num_sms, int resident_blocks, double half_tile_cost = 1.0);
+// The cost build_forward_schedule models for tile t (tile_cost, or half_tile_cost of it for a last
+// tile of at most block_m / 2 rows).
+double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost);
 // Per-CTA sums of tile_cost over a CtaSchedule (max / mean over the CTAs that exist).
 LoadStats cta_load(const CtaSchedule& s);
 

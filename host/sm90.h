@@ -41,6 +41,10 @@ struct Sm90Options {
   // Forward profiling (kFwdTrace): the same after every forward; explicit fwd_flags with kFwdTrace
   // and no file name write kDefaultFwdTracePath.
   std::string fwd_trace;
+  // Forward, zigzag: the modelled cost of a last query tile of at most 64 rows against a whole one
+  // (build_forward_schedule's half_tile_cost); 1 deals the snake. Negative: the default, 0.75
+  // where the problem takes the empty-half skip and 1 elsewhere (sm90.cpp fwd_half_tile_cost).
+  double fwd_half_tile_cost = -1.0;
 };
 // Where a trace goes when nobody named a file ($GDPA_BWD_TRACE / $GDPA_FWD_TRACE for the registry's
 // names).

@@ -77,6 +77,8 @@ int cmd_run(int argc, char** argv) {
   std::set<std::string> known = kProblemOptions;
   for (const char* o : {"help", "no-backward", "kernel", "sample", "save", "reps"}) known.insert(o);
   a.check_known(known);
+  // A kernel name is checked before anything runs, also where no GPU would run it.
+  if (a.has("kernel")) make_kernel(a.get("kernel", ""));
   std::string why;
   if (!gpu_available(&why)) return run_cpu_only(a, why);
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <numeric>
 #include <tuple>
 
 #include "../../host/generator.h"
@@ -207,9 +209,13 @@ TEST_CASE("per-CTA schedule: the query tiles of a short-KV (sequence, head) stay
   // Lq = 256 / Lk = 256 (two query tiles, two KV blocks: fits a two-block ring), Lq = 384 / Lk = 128
   // (three tiles, one block), Lq = 100 (one tile) and Lk = 384 (three blocks: too many to keep).
   const ProblemDesc p = with_lengths({256, 384, 100, 256}, {256, 128, 100, 384}, 2, 2);
-  for (SchedulePolicy policy : kPolicies) {
-    const CtaSchedule s = build_forward_schedule(p, 128, 128, policy, 3, 2);
+  for (const auto& [policy, half_cost] : {std::make_pair(SchedulePolicy::kGridOrder, 1.0),
+                                           std::make_pair(SchedulePolicy::kLongestFirst, 1.0),
+                                           std::make_pair(SchedulePolicy::kZigzag, 1.0),
+                                           std::make_pair(SchedulePolicy::kZigzag, 0.75)}) {
+    const CtaSchedule s = build_forward_schedule(p, 128, 128, policy, 3, 2, half_cost);
     CAPTURE(schedule_policy_name(policy));
+    CAPTURE(half_cost);
     REQUIRE(s.ctas() >= 1);
     CHECK(same_tiles(s.tiles, build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 3)));
     // Where each (sequence, head)'s tiles landed: one CTA, consecutive, for sequences 0 and 1.
@@ -228,4 +234,73 @@ TEST_CASE("per-CTA schedule: the query tiles of a short-KV (sequence, head) stay
       }
     }
   }
+}
+
+namespace {
+
+// Per-CTA sums of modelled_tile_cost, and for each (sequence, head) how far apart its tiles start
+// (the largest gap between the modelled start times of its first and last tile).
+struct ModelledLoad {
+  double max_over_mean = 0;
+  double widest_start_gap = 0;
+};
+ModelledLoad modelled_load(const ProblemDesc& p, const CtaSchedule& s, double half_tile_cost) {
+  std::vector<double> load(size_t(s.ctas()), 0.0);
+  std::map<std::pair<int, int>, std::pair<double, double>> starts;
+  for (int c = 0; c < s.ctas(); ++c)
+    for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
+      const WorkTile& t = s.tiles[size_t(i)];
+      const auto at = starts.emplace(std::make_pair(t.batch, t.head), std::make_pair(load[size_t(c)], load[size_t(c)]));
+      at.first->second.first = std::min(at.first->second.first, load[size_t(c)]);
+      at.first->second.second = std::max(at.first->second.second, load[size_t(c)]);
+      load[size_t(c)] += modelled_tile_cost(p, t, 128, half_tile_cost);
+    }
+  ModelledLoad m;
+  const double mean = std::accumulate(load.begin(), load.end(), 0.0) / double(load.size());
+  m.max_over_mean = *std::max_element(load.begin(), load.end()) / mean;
+  for (const auto& kv : starts) m.widest_start_gap = std::max(m.widest_start_gap, kv.second.second - kv.second.first);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("modelled tile cost: only a last tile of at most half the rows is cheaper") {
+  const ProblemDesc p = with_lengths({320, 64, 65}, {512, 512, 512}, 1, 1);
+  const auto tiles = build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 132);
+  REQUIRE(tiles.size() == 5);  // 3 + 1 + 1 tiles, each seeing 4 KV blocks
+  const double want[] = {4, 4, 3, 3, 4};  // rows 128, 128, 64 | 64 | 65
+  for (size_t i = 0; i < tiles.size(); ++i) CHECK(modelled_tile_cost(p, tiles[i], 128, 0.75) == doctest::Approx(want[i]));
+  for (const WorkTile& t : tiles) CHECK(modelled_tile_cost(p, t, 128, 1.0) == doctest::Approx(tile_cost(t)));
+}
+
+TEST_CASE("forward schedule with cheaper half tiles: balanced by the model, siblings still start together") {
+  // Uniform Lq = 320 against 512 keys: three tiles per (sequence, head), the last one half empty.
+  // 132 CTAs, a multiple of 3: the snake puts every half tile on the same CTAs round after round.
+  const ProblemDesc p = with_lengths(std::vector<int>(1152, 320), std::vector<int>(1152, 512));
+  const CtaSchedule snake = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, 1.0);
+  const CtaSchedule dealt = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, 0.75);
+  CHECK(same_tiles(dealt.tiles, snake.tiles));
+  CHECK(dealt.ctas() == 132);
+  const ModelledLoad a = modelled_load(p, snake, 0.75), b = modelled_load(p, dealt, 0.75);
+  CHECK(a.max_over_mean > 1.05);
+  CHECK(b.max_over_mean < 1.01);
+  // A whole tile costs 4 here: the dealt schedule starts every sibling within one tile of the first,
+  // the snake lets them drift apart by many.
+  CHECK(b.widest_start_gap <= 4.0);
+  CHECK(a.widest_start_gap > 8.0);
+  // The other policies keep their dealing whatever the model says; with equal costs the dealing by
+  // load is round-robin in the sorted order (what longest-first deals).
+  const ProblemDesc whole = with_lengths(std::vector<int>(330, 256), std::vector<int>(330, 512));
+  for (SchedulePolicy policy : {SchedulePolicy::kGridOrder, SchedulePolicy::kLongestFirst}) {
+    const CtaSchedule x = build_forward_schedule(p, 128, 128, policy, 132, 2, 1.0);
+    const CtaSchedule y = build_forward_schedule(p, 128, 128, policy, 132, 2, 0.75);
+    CHECK(std::equal(x.tiles.begin(), x.tiles.end(), y.tiles.begin(), y.tiles.end(),
+                     [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); }));
+  }
+  const CtaSchedule w = build_forward_schedule(whole, 128, 128, SchedulePolicy::kZigzag, 132, 2, 0.75);
+  const CtaSchedule rr = build_forward_schedule(whole, 128, 128, SchedulePolicy::kLongestFirst, 132, 2, 1.0);
+  CHECK(w.cta_begin == rr.cta_begin);
+  CHECK(std::equal(w.tiles.begin(), w.tiles.end(), rr.tiles.begin(), rr.tiles.end(),
+                   [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); }));
+  CHECK(modelled_load(whole, w, 0.75).max_over_mean == doctest::Approx(1.0));
 }
