@@ -216,18 +216,30 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
   return s;
 }
 
-LoadStats cta_load(const CtaSchedule& s) {
+namespace {
+
+template <class Cost>
+LoadStats cta_load_by(const CtaSchedule& s, Cost cost) {
   LoadStats st;
   const int n = s.ctas();
   if (n == 0) return st;
   std::vector<double> load(size_t(n), 0.0);
   for (int c = 0; c < n; ++c)
-    for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i)
-      load[size_t(c)] += tile_cost(s.tiles[size_t(i)]);
+    for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) load[size_t(c)] += cost(s.tiles[size_t(i)]);
   st.max_work = *std::max_element(load.begin(), load.end());
   st.mean_work = std::accumulate(load.begin(), load.end(), 0.0) / n;
   st.max_over_mean = st.mean_work > 0 ? st.max_work / st.mean_work : 1.0;
   return st;
+}
+
+}  // namespace
+
+LoadStats cta_load(const CtaSchedule& s) {
+  return cta_load_by(s, [](const WorkTile& t) { return double(tile_cost(t)); });
+}
+
+LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int block_m, double half_tile_cost) {
+  return cta_load_by(s, [&](const WorkTile& t) { return modelled_tile_cost(p, t, block_m, half_tile_cost); });
 }
 
 double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n) {

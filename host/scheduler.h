@@ -107,5 +107,7 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
 double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost);
 // Per-CTA sums of tile_cost over a CtaSchedule (max / mean over the CTAs that exist).
 LoadStats cta_load(const CtaSchedule& s);
+// The same with modelled_tile_cost.
+LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int block_m, double half_tile_cost);
 
 }  // namespace gdpa

@@ -251,6 +251,20 @@ Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int l
   return t;
 }
 
+Sm90ForwardBalance sm90_forward_balance(const ProblemDesc& p, int num_sms) {
+  const Sm90Options opt;
+  const int flags = fwd_flags_of(opt, p);
+  const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
+  const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
+  Sm90ForwardBalance b;
+  b.half_tile_cost = fwd_half_tile_cost(opt, flags);
+  const CtaSchedule dealt = build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, resident, b.half_tile_cost);
+  const CtaSchedule snake = build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, resident, 1.0);
+  b.dealt_skew = modelled_cta_load(p, dealt, bm, b.half_tile_cost).max_over_mean;
+  b.snake_skew = modelled_cta_load(p, snake, bm, b.half_tile_cost).max_over_mean;
+  return b;
+}
+
 long long sm90_with_act_mix(long long flags, const Sm90Options& opt, const ProblemDesc& p, bool backward) {
   if (p.activation != kFastGelu) return flags;
   return sm90::with_act_mix(flags, opt.act_mix < 0 ? sm90::act_mix_default(p.head_dim, backward) : opt.act_mix);

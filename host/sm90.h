@@ -72,6 +72,17 @@ struct Sm90ForwardTraffic {
 };
 Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int load_rows, bool kv_reuse);
 
+// The sm90 forward's per-CTA schedule for problem p on num_sms CTAs (the default flags' rules,
+// zigzag), its per-CTA load modelled with the half-tile cost its dealing uses where the empty-half
+// skip runs (sm90.cpp fwd_half_tile_cost; 1 where it does not): as the default deals it, and as
+// the snake would. max / mean over the CTAs.
+struct Sm90ForwardBalance {
+  double half_tile_cost = 1.0;
+  double dealt_skew = 1.0;
+  double snake_skew = 1.0;
+};
+Sm90ForwardBalance sm90_forward_balance(const ProblemDesc& p, int num_sms);
+
 // The exact variants prepare() would compile, for ahead-of-time compilation (`make kernels`).
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward);
 

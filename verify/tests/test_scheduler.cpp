@@ -284,6 +284,9 @@ TEST_CASE("forward schedule with cheaper half tiles: balanced by the model, sibl
   const ModelledLoad a = modelled_load(p, snake, 0.75), b = modelled_load(p, dealt, 0.75);
   CHECK(a.max_over_mean > 1.05);
   CHECK(b.max_over_mean < 1.01);
+  CHECK(modelled_cta_load(p, snake, 128, 0.75).max_over_mean == doctest::Approx(a.max_over_mean));
+  CHECK(modelled_cta_load(p, dealt, 128, 0.75).max_over_mean == doctest::Approx(b.max_over_mean));
+  CHECK(modelled_cta_load(p, dealt, 128, 1.0).max_over_mean == doctest::Approx(cta_load(dealt).max_over_mean));
   // A whole tile costs 4 here: the dealt schedule starts every sibling within one tile of the first,
   // the snake lets them drift apart by many.
   CHECK(b.widest_start_gap <= 4.0);
