@@ -1,11 +1,13 @@
 #include "bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 #include <sys/stat.h>
 
 #include "ceilings.h"
@@ -186,10 +188,19 @@ std::string write_results(const std::string& dir, const std::string& stem, const
   std::string gpu = d.name;
   for (char& ch : gpu)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y%m%d-%H%M%S", std::gmtime(&now));
-  const std::string path = dir + "/" + stem + "-" + gpu + "-" + date + ".json";
+  // Names carry the second they were written in (experiments/plot.py parses them), so a second call
+  // within the same second waits for the next one instead of overwriting the first's file.
+  auto path_now = [&] {
+    char date[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y%m%d-%H%M%S", std::gmtime(&now));
+    return dir + "/" + stem + "-" + gpu + "-" + date + ".json";
+  };
+  std::string path = path_now();
+  for (int tries = 0; std::ifstream(path).good() && tries < 3; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    path = path_now();
+  }
   std::ofstream f(path);
   if (!f) throw std::runtime_error("cannot write " + path);
   f << root.dump();

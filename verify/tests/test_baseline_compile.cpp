@@ -4,9 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "../../host/baseline.h"
 #include "../../host/bench.h"
@@ -290,6 +295,24 @@ TEST_CASE("bench rows record the kernel variants the run-time rules chose") {
   const std::string json = bench_row_json(r, Ceilings{}).dump();
   CHECK(json.find("\"variants\"") != std::string::npos);
   CHECK(json.find("gdpa_bwd_dq_convert") != std::string::npos);
+}
+
+TEST_CASE("results files written within one second keep separate names") {
+  char tmpl[] = "/tmp/gdpa-results-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  DeviceInfo d;
+  d.name = "test GPU";
+  const std::string a = write_results(dir, "stem", d, Json::object().set("n", Json::number(1)));
+  const std::string b = write_results(dir, "stem", d, Json::object().set("n", Json::number(2)));
+  CHECK(a != b);
+  CHECK(a.find("/stem-test_GPU-") != std::string::npos);
+  for (const std::string& path : {a, b}) {
+    std::ifstream f(path);
+    CHECK(f.good());
+    std::remove(path.c_str());
+  }
+  ::rmdir(dir.c_str());
 }
 
 TEST_CASE("ceiling statistics: median, min and max of the per-rep rates") {
