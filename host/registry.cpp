@@ -116,14 +116,8 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     return make_sm90_kernel(o);
   }
   int n = 0;
-  if (name == "sm90-fwd-snake") {  // forward: zigzag's snake, no cost model (the off switch of the dealing)
-    Sm90Options o;
-    o.fwd_snake = true;
-    o.label = "fwd-snake";
-    return make_sm90_kernel(o);
-  }
   // sm90-fwd-halfN: the forward's schedule models a half-empty last query tile at N hundredths of a
-  // whole one (host/scheduler.h TileCostModel); the narrow block keeps its default.
+  // whole one (host/scheduler.h half_tile_cost); 100 is the snake.
   if (numbered_variant(name, "sm90-fwd-half", 3, &n) && n >= 1 && n <= 100) {
     Sm90Options o;
     o.fwd_half_tile_cost = n / 100.0;
@@ -199,7 +193,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-three-wg, sm90-follow-smsN, sm90-fwd-snake, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
+                           "sm90-three-wg, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
                            "kFwdAllFlags / kBwdAllFlags, sm90-fwd-trace, sm90-bwd-trace)");
 }
 

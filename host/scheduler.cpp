@@ -148,15 +148,13 @@ LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
   return s;
 }
 
-double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, int block_n, const TileCostModel& m) {
-  double cost = tile_cost(t);
-  if (t.work >= 2 && p.len_k(t.batch) - (t.work - 1) * block_n <= block_n / 2) cost -= 1.0 - m.narrow_block;
+double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost) {
   const bool half = p.len_q(t.batch) - t.block * block_m <= block_m / 2;
-  return half ? cost * m.half_tile : cost;
+  return tile_cost(t) * (half ? half_tile_cost : 1.0);
 }
 
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, const TileCostModel& model) {
+                                   int num_sms, int resident_blocks, double half_tile_cost) {
   // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
   // adjacent and in increasing block order.
   const std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
@@ -186,7 +184,7 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
     std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.cost > b.cost; });
   const int ctas = int(std::min<size_t>(units.size(), size_t(num_sms)));
   std::vector<std::vector<size_t>> per_cta(static_cast<size_t>(ctas));
-  if (policy == SchedulePolicy::kZigzag && !model.uniform() && ctas > 0) {
+  if (policy == SchedulePolicy::kZigzag && half_tile_cost != 1.0 && ctas > 0) {
     // Least modelled load first, ties to the lowest CTA: with equal costs this deals round-robin.
     using Load = std::pair<double, int>;
     std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_at;
@@ -194,7 +192,7 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
     for (size_t u = 0; u < units.size(); ++u) {
       double cost = 0;
       for (size_t k = 0; k < units[u].count; ++k)
-        cost += modelled_tile_cost(p, tiles[units[u].first + k], block_m, block_n, model);
+        cost += modelled_tile_cost(p, tiles[units[u].first + k], block_m, half_tile_cost);
       const Load l = free_at.top();
       free_at.pop();
       per_cta[size_t(l.second)].push_back(u);
@@ -240,9 +238,8 @@ LoadStats cta_load(const CtaSchedule& s) {
   return cta_load_by(s, [](const WorkTile& t) { return double(tile_cost(t)); });
 }
 
-LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int block_m, int block_n,
-                            const TileCostModel& m) {
-  return cta_load_by(s, [&](const WorkTile& t) { return modelled_tile_cost(p, t, block_m, block_n, m); });
+LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int block_m, double half_tile_cost) {
+  return cta_load_by(s, [&](const WorkTile& t) { return modelled_tile_cost(p, t, block_m, half_tile_cost); });
 }
 
 double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n) {

@@ -94,27 +94,20 @@ struct CtaSchedule {
 // policy exactly as build_forward_tiles orders tiles, then dealt: grid order and longest-first
 // round-robin (what the striding contract gives), zigzag in snake order. num_ctas = min(units, SMs).
 //
-// A cost model that is not uniform (zigzag only): some tiles cost less than their KV blocks say (the
-// sm90 forward's empty-half skip and narrow last key block make them cheaper), and the units, still
-// in the policy's order, go each to the CTA with the least modelled cost so far instead of the
-// snake. The order is kept because the query tiles of a (sequence, head) share its K and V in L2
-// only while they run at about the same time on different CTAs; sorting the cheaper tiles last
-// would leave each to fetch its keys from DRAM again.
-struct TileCostModel {
-  double half_tile = 1.0;     // a last query tile of at most block_m / 2 rows, against a whole tile
-  double narrow_block = 1.0;  // a last key block of at most block_n / 2 keys (not the first), against a whole block
-  bool uniform() const { return half_tile == 1.0 && narrow_block == 1.0; }
-};
+// half_tile_cost < 1 (zigzag only): a last query tile holding at most block_m / 2 rows costs that
+// fraction of a whole tile of the same keys (the sm90 forward's empty-half skip makes it cheaper),
+// and the units, still in the policy's order, go each to the CTA with the least modelled cost so
+// far instead of the snake. The order is kept because the query tiles of a (sequence, head) share
+// its K and V in L2 only while they run at about the same time on different CTAs; sorting the
+// cheaper tiles last would leave each to fetch its keys from DRAM again.
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, const TileCostModel& model = {});
-// The cost build_forward_schedule models for tile t: tile_cost, its last key block at narrow_block
-// where that block holds at most block_n / 2 keys (no mask: the tile sees keys 0 .. Lk), all of it
-// times half_tile for a last query tile of at most block_m / 2 rows.
-double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, int block_n, const TileCostModel& m);
+                                   int num_sms, int resident_blocks, double half_tile_cost = 1.0);
+// The cost build_forward_schedule models for tile t (tile_cost, or half_tile_cost of it for a last
+// tile of at most block_m / 2 rows).
+double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost);
 // Per-CTA sums of tile_cost over a CtaSchedule (max / mean over the CTAs that exist).
 LoadStats cta_load(const CtaSchedule& s);
 // The same with modelled_tile_cost.
-LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int block_m, int block_n,
-                            const TileCostModel& m);
+LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int block_m, double half_tile_cost);
 
 }  // namespace gdpa

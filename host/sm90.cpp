@@ -102,27 +102,19 @@ std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const Cta
   return r;
 }
 
-// What the forward's schedule takes its cheaper tiles to cost (build_forward_schedule's model).
-// A last query tile of at most 64 rows with the empty-half skip: its second warpgroup issues no
-// GEMM, about 0.75 of a whole tile (uniform batches of 192 queries against 512 keys: 1.5 tiles per
-// sequence and head cost 1.76-1.79x one whole tile). Dealt as equals, those tiles fall on the same
-// CTAs round after round wherever the tiles per (sequence, head) divide the CTA count (Lq = 320 /
-// 448 / 704 against 512 keys: the CTAs without them finish 5-9 % late, and the tiles of a sequence
-// drift apart, losing their shared K / V in L2). Without the skip a half tile still runs every GEMM,
-// and modelling it at 0.9 measured 0.99-1.00x on the seed's s = 0.5 L = 1024 / 2048 sets: 1 there.
-// A narrow last key block (kFwdNarrowLastBlock, at most 64 keys) runs about 0.37-0.49 of a whole
-// block's time (the thirtieth session's probe on cross sets with Lk = 192): 0.45.
+// What the forward's schedule takes a last query tile of at most 64 rows to cost against a whole
+// one. With the empty-half skip its second warpgroup issues no GEMM: about 0.75 of a whole tile
+// (uniform batches of 192 queries against 512 keys: 1.5 tiles per sequence and head cost 1.76-1.79x
+// one whole tile). Dealt as equals, those cheaper tiles fall on the same CTAs round after round
+// wherever the tiles per (sequence, head) divide the CTA count (Lq = 320 / 448 / 704 against 512
+// keys: the CTAs without them finish 5-9 % late, and the tiles of a sequence drift apart, losing
+// their shared K / V in L2). Without the skip the snake stays: a half tile still runs every GEMM,
+// and modelling it at 0.9 measured 0.99-1.00x on the seed's s = 0.5 L = 1024 / 2048 sets.
 constexpr double kFwdSkipHalfTileCost = 0.75;
-constexpr double kFwdNarrowBlockCost = 0.45;
 
-TileCostModel fwd_cost_model(const Sm90Options& o, int flags) {
-  TileCostModel m;
-  if (o.fwd_snake) return m;
-  m.half_tile = o.fwd_half_tile_cost >= 0 ? o.fwd_half_tile_cost
-                                          : (flags & sm90::kFwdSkipEmptyHalf) ? kFwdSkipHalfTileCost : 1.0;
-  m.narrow_block = o.fwd_narrow_block_cost >= 0 ? o.fwd_narrow_block_cost
-                                                : (flags & sm90::kFwdNarrowLastBlock) ? kFwdNarrowBlockCost : 1.0;
-  return m;
+double fwd_half_tile_cost(const Sm90Options& o, int flags) {
+  if (o.fwd_half_tile_cost >= 0) return o.fwd_half_tile_cost;
+  return (flags & sm90::kFwdSkipEmptyHalf) ? kFwdSkipHalfTileCost : 1.0;
 }
 
 class Sm90Kernel final : public AttentionKernel {
@@ -163,7 +155,7 @@ class Sm90Kernel final : public AttentionKernel {
     // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
     const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
     const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags),
-                                                     opt_.policy, sms_, resident, fwd_cost_model(opt_, flags));
+                                                     opt_.policy, sms_, resident, fwd_half_tile_cost(opt_, flags));
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
@@ -265,11 +257,11 @@ Sm90ForwardBalance sm90_forward_balance(const ProblemDesc& p, int num_sms) {
   const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
   const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
   Sm90ForwardBalance b;
-  b.model = fwd_cost_model(opt, flags);
-  const CtaSchedule dealt = build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, resident, b.model);
-  const CtaSchedule snake = build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, resident);
-  b.dealt_skew = modelled_cta_load(p, dealt, bm, bn, b.model).max_over_mean;
-  b.snake_skew = modelled_cta_load(p, snake, bm, bn, b.model).max_over_mean;
+  b.half_tile_cost = fwd_half_tile_cost(opt, flags);
+  const CtaSchedule dealt = build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, resident, b.half_tile_cost);
+  const CtaSchedule snake = build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, resident, 1.0);
+  b.dealt_skew = modelled_cta_load(p, dealt, bm, b.half_tile_cost).max_over_mean;
+  b.snake_skew = modelled_cta_load(p, snake, bm, b.half_tile_cost).max_over_mean;
   return b;
 }
 

@@ -41,13 +41,10 @@ struct Sm90Options {
   // Forward profiling (kFwdTrace): the same after every forward; explicit fwd_flags with kFwdTrace
   // and no file name write kDefaultFwdTracePath.
   std::string fwd_trace;
-  // Forward, zigzag: the schedule's cost model (scheduler.h TileCostModel; sm90.cpp fwd_cost_model).
-  // A last query tile of at most 64 rows against a whole one, and a narrow last key block against
-  // a whole block; negative: the default for the problem's flags (0.75 with the empty-half skip,
-  // 0.45 with the narrow block, 1 otherwise). fwd_snake: a uniform model, the snake.
+  // Forward, zigzag: the modelled cost of a last query tile of at most 64 rows against a whole one
+  // (build_forward_schedule's half_tile_cost); 1 deals the snake. Negative: the default, 0.75
+  // where the problem takes the empty-half skip and 1 elsewhere (sm90.cpp fwd_half_tile_cost).
   double fwd_half_tile_cost = -1.0;
-  double fwd_narrow_block_cost = -1.0;
-  bool fwd_snake = false;
 };
 // Where a trace goes when nobody named a file ($GDPA_BWD_TRACE / $GDPA_FWD_TRACE for the registry's
 // names).
@@ -76,10 +73,11 @@ struct Sm90ForwardTraffic {
 Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int load_rows, bool kv_reuse);
 
 // The sm90 forward's per-CTA schedule for problem p on num_sms CTAs (the default flags' rules,
-// zigzag), its per-CTA load modelled with the cost model its dealing uses (sm90.cpp
-// fwd_cost_model): as the default deals it, and as the snake would. max / mean over the CTAs.
+// zigzag), its per-CTA load modelled with the half-tile cost its dealing uses where the empty-half
+// skip runs (sm90.cpp fwd_half_tile_cost; 1 where it does not): as the default deals it, and as
+// the snake would. max / mean over the CTAs.
 struct Sm90ForwardBalance {
-  TileCostModel model;
+  double half_tile_cost = 1.0;
   double dealt_skew = 1.0;
   double snake_skew = 1.0;
 };

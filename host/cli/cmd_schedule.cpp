@@ -23,10 +23,9 @@ int cmd_schedule(int argc, char** argv) {
         "  sm90 forward moves between L2 and the SMs over the set's minimum (whole 128-row tiles without K/V\n"
         "  reuse; 64-row halves without; 64-row halves with K/V kept resident; only the rows inside each\n"
         "  sequence with K/V kept, the kernel's default: its jagged maps read nothing past a sequence's end).\n"
-        "  Last, the sm90 forward's own per-CTA schedule, its load modelled as its dealing models it (a\n"
-        "  half-empty last query tile at 0.75 of a whole one where the empty-half skip runs, a narrow last\n"
-        "  key block at 0.45 of a block where that runs, 1 otherwise): dealt by that load (the default) and\n"
-        "  dealt in snake order.\n"
+        "  Last, the sm90 forward's own per-CTA schedule, its load modelled with a half-empty last query tile\n"
+        "  at the cost its dealing assumes where the empty-half skip runs (0.75 of a whole one, 1 elsewhere):\n"
+        "  dealt by that load (the default) and dealt in snake order.\n"
         "  --self-kv: the self sets' keys, as `gdpa bench --self-kv` (default dense: every Lk = L).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
@@ -60,8 +59,8 @@ int cmd_schedule(int argc, char** argv) {
                   traffic[2], traffic[3]);
     traffic_lines.push_back(line);
     const Sm90ForwardBalance bal = sm90_forward_balance(p, sms);
-    std::snprintf(line, sizeof line, "%-18s %10.2f %10.2f %10.3f %10.3f", set.name.c_str(), bal.model.half_tile,
-                  bal.model.narrow_block, bal.dealt_skew, bal.snake_skew);
+    std::snprintf(line, sizeof line, "%-18s %10.2f %10.3f %10.3f", set.name.c_str(), bal.half_tile_cost,
+                  bal.dealt_skew, bal.snake_skew);
     balance_lines.push_back(line);
     padding.push(Json::object()
                      .set("set", Json::string(set.name))
@@ -71,8 +70,7 @@ int cmd_schedule(int argc, char** argv) {
                      .set("fwd_traffic_halves", Json::number(traffic[1]))
                      .set("fwd_traffic_halves_kv_reuse", Json::number(traffic[2]))
                      .set("fwd_traffic_valid_rows_kv_reuse", Json::number(traffic[3]))
-                     .set("sm90_fwd_half_tile_cost", Json::number(bal.model.half_tile))
-                     .set("sm90_fwd_narrow_block_cost", Json::number(bal.model.narrow_block))
+                     .set("sm90_fwd_half_tile_cost", Json::number(bal.half_tile_cost))
                      .set("sm90_fwd_modelled_skew", Json::number(bal.dealt_skew))
                      .set("sm90_fwd_modelled_skew_snake", Json::number(bal.snake_skew)));
     for (SchedulePolicy pol : {SchedulePolicy::kGridOrder, SchedulePolicy::kLongestFirst, SchedulePolicy::kZigzag}) {
@@ -99,8 +97,8 @@ int cmd_schedule(int argc, char** argv) {
   std::printf("\nsm90 forward, bytes between L2 and the SMs / the set's minimum (Q, K, V, O once):\n");
   std::printf("%-18s %10s %10s %10s %10s\n", "set", "128 rows", "64 rows", "+ K/V kept", "valid rows");
   for (const std::string& l : traffic_lines) std::printf("%s\n", l.c_str());
-  std::printf("\nsm90 forward's per-CTA schedule, modelled load (max / mean), cheaper tiles at the costs given:\n");
-  std::printf("%-18s %10s %10s %10s %10s\n", "set", "half tile", "narrow blk", "dealt", "snake");
+  std::printf("\nsm90 forward's per-CTA schedule, modelled load (max / mean) with a half-empty last tile at the cost:\n");
+  std::printf("%-18s %10s %10s %10s\n", "set", "half cost", "dealt", "snake");
   for (const std::string& l : balance_lines) std::printf("%s\n", l.c_str());
   Json root = Json::object();
   root.set("padding_efficiency", padding);

@@ -213,10 +213,7 @@ TEST_CASE("per-CTA schedule: the query tiles of a short-KV (sequence, head) stay
                                            std::make_pair(SchedulePolicy::kLongestFirst, 1.0),
                                            std::make_pair(SchedulePolicy::kZigzag, 1.0),
                                            std::make_pair(SchedulePolicy::kZigzag, 0.75)}) {
-    TileCostModel model;
-    model.half_tile = half_cost;
-    model.narrow_block = half_cost < 1 ? 0.45 : 1.0;
-    const CtaSchedule s = build_forward_schedule(p, 128, 128, policy, 3, 2, model);
+    const CtaSchedule s = build_forward_schedule(p, 128, 128, policy, 3, 2, half_cost);
     CAPTURE(schedule_policy_name(policy));
     CAPTURE(half_cost);
     REQUIRE(s.ctas() >= 1);
@@ -247,7 +244,7 @@ struct ModelledLoad {
   double max_over_mean = 0;
   double widest_start_gap = 0;
 };
-ModelledLoad modelled_load(const ProblemDesc& p, const CtaSchedule& s, const TileCostModel& model) {
+ModelledLoad modelled_load(const ProblemDesc& p, const CtaSchedule& s, double half_tile_cost) {
   std::vector<double> load(size_t(s.ctas()), 0.0);
   std::map<std::pair<int, int>, std::pair<double, double>> starts;
   for (int c = 0; c < s.ctas(); ++c)
@@ -256,18 +253,12 @@ ModelledLoad modelled_load(const ProblemDesc& p, const CtaSchedule& s, const Til
       const auto at = starts.emplace(std::make_pair(t.batch, t.head), std::make_pair(load[size_t(c)], load[size_t(c)]));
       at.first->second.first = std::min(at.first->second.first, load[size_t(c)]);
       at.first->second.second = std::max(at.first->second.second, load[size_t(c)]);
-      load[size_t(c)] += modelled_tile_cost(p, t, 128, 128, model);
+      load[size_t(c)] += modelled_tile_cost(p, t, 128, half_tile_cost);
     }
   ModelledLoad m;
   const double mean = std::accumulate(load.begin(), load.end(), 0.0) / double(load.size());
   m.max_over_mean = *std::max_element(load.begin(), load.end()) / mean;
   for (const auto& kv : starts) m.widest_start_gap = std::max(m.widest_start_gap, kv.second.second - kv.second.first);
-  return m;
-}
-
-TileCostModel half_at(double h) {
-  TileCostModel m;
-  m.half_tile = h;
   return m;
 }
 
@@ -278,41 +269,24 @@ TEST_CASE("modelled tile cost: only a last tile of at most half the rows is chea
   const auto tiles = build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 132);
   REQUIRE(tiles.size() == 5);  // 3 + 1 + 1 tiles, each seeing 4 KV blocks
   const double want[] = {4, 4, 3, 3, 4};  // rows 128, 128, 64 | 64 | 65
-  for (size_t i = 0; i < tiles.size(); ++i) CHECK(modelled_tile_cost(p, tiles[i], 128, 128, half_at(0.75)) == doctest::Approx(want[i]));
-  for (const WorkTile& t : tiles) CHECK(modelled_tile_cost(p, t, 128, 128, TileCostModel{}) == doctest::Approx(tile_cost(t)));
-}
-
-TEST_CASE("modelled tile cost: a last key block of at most half the keys costs the narrow block's share") {
-  // Lk = 320: blocks of 128, 128 and 64 keys (narrow); Lk = 64: one block, the first (never narrow);
-  // Lk = 200: 128 + 72 (not narrow). Lq = 64 makes each a half-empty tile as well.
-  const ProblemDesc p = with_lengths({128, 128, 128, 64}, {320, 64, 200, 320}, 1, 1);
-  const auto tiles = build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 132);
-  REQUIRE(tiles.size() == 4);
-  TileCostModel m;
-  m.narrow_block = 0.45;
-  CHECK(modelled_tile_cost(p, tiles[0], 128, 128, m) == doctest::Approx(2.45));
-  CHECK(modelled_tile_cost(p, tiles[1], 128, 128, m) == doctest::Approx(1.0));
-  CHECK(modelled_tile_cost(p, tiles[2], 128, 128, m) == doctest::Approx(2.0));
-  m.half_tile = 0.75;
-  CHECK(modelled_tile_cost(p, tiles[3], 128, 128, m) == doctest::Approx(2.45 * 0.75));
-  CHECK(!m.uniform());
-  CHECK(TileCostModel{}.uniform());
+  for (size_t i = 0; i < tiles.size(); ++i) CHECK(modelled_tile_cost(p, tiles[i], 128, 0.75) == doctest::Approx(want[i]));
+  for (const WorkTile& t : tiles) CHECK(modelled_tile_cost(p, t, 128, 1.0) == doctest::Approx(tile_cost(t)));
 }
 
 TEST_CASE("forward schedule with cheaper half tiles: balanced by the model, siblings still start together") {
   // Uniform Lq = 320 against 512 keys: three tiles per (sequence, head), the last one half empty.
   // 132 CTAs, a multiple of 3: the snake puts every half tile on the same CTAs round after round.
   const ProblemDesc p = with_lengths(std::vector<int>(1152, 320), std::vector<int>(1152, 512));
-  const CtaSchedule snake = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2);
-  const CtaSchedule dealt = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, half_at(0.75));
+  const CtaSchedule snake = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, 1.0);
+  const CtaSchedule dealt = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, 0.75);
   CHECK(same_tiles(dealt.tiles, snake.tiles));
   CHECK(dealt.ctas() == 132);
-  const ModelledLoad a = modelled_load(p, snake, half_at(0.75)), b = modelled_load(p, dealt, half_at(0.75));
+  const ModelledLoad a = modelled_load(p, snake, 0.75), b = modelled_load(p, dealt, 0.75);
   CHECK(a.max_over_mean > 1.05);
   CHECK(b.max_over_mean < 1.01);
-  CHECK(modelled_cta_load(p, snake, 128, 128, half_at(0.75)).max_over_mean == doctest::Approx(a.max_over_mean));
-  CHECK(modelled_cta_load(p, dealt, 128, 128, half_at(0.75)).max_over_mean == doctest::Approx(b.max_over_mean));
-  CHECK(modelled_cta_load(p, dealt, 128, 128, TileCostModel{}).max_over_mean == doctest::Approx(cta_load(dealt).max_over_mean));
+  CHECK(modelled_cta_load(p, snake, 128, 0.75).max_over_mean == doctest::Approx(a.max_over_mean));
+  CHECK(modelled_cta_load(p, dealt, 128, 0.75).max_over_mean == doctest::Approx(b.max_over_mean));
+  CHECK(modelled_cta_load(p, dealt, 128, 1.0).max_over_mean == doctest::Approx(cta_load(dealt).max_over_mean));
   // A whole tile costs 4 here: the dealt schedule starts every sibling within one tile of the first,
   // the snake lets them drift apart by many.
   CHECK(b.widest_start_gap <= 4.0);
@@ -321,15 +295,15 @@ TEST_CASE("forward schedule with cheaper half tiles: balanced by the model, sibl
   // load is round-robin in the sorted order (what longest-first deals).
   const ProblemDesc whole = with_lengths(std::vector<int>(330, 256), std::vector<int>(330, 512));
   for (SchedulePolicy policy : {SchedulePolicy::kGridOrder, SchedulePolicy::kLongestFirst}) {
-    const CtaSchedule x = build_forward_schedule(p, 128, 128, policy, 132, 2);
-    const CtaSchedule y = build_forward_schedule(p, 128, 128, policy, 132, 2, half_at(0.75));
+    const CtaSchedule x = build_forward_schedule(p, 128, 128, policy, 132, 2, 1.0);
+    const CtaSchedule y = build_forward_schedule(p, 128, 128, policy, 132, 2, 0.75);
     CHECK(std::equal(x.tiles.begin(), x.tiles.end(), y.tiles.begin(), y.tiles.end(),
                      [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); }));
   }
-  const CtaSchedule w = build_forward_schedule(whole, 128, 128, SchedulePolicy::kZigzag, 132, 2, half_at(0.75));
-  const CtaSchedule rr = build_forward_schedule(whole, 128, 128, SchedulePolicy::kLongestFirst, 132, 2);
+  const CtaSchedule w = build_forward_schedule(whole, 128, 128, SchedulePolicy::kZigzag, 132, 2, 0.75);
+  const CtaSchedule rr = build_forward_schedule(whole, 128, 128, SchedulePolicy::kLongestFirst, 132, 2, 1.0);
   CHECK(w.cta_begin == rr.cta_begin);
   CHECK(std::equal(w.tiles.begin(), w.tiles.end(), rr.tiles.begin(), rr.tiles.end(),
                    [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); }));
-  CHECK(modelled_load(whole, w, half_at(0.75)).max_over_mean == doctest::Approx(1.0));
+  CHECK(modelled_load(whole, w, 0.75).max_over_mean == doctest::Approx(1.0));
 }

@@ -802,7 +802,6 @@ TEST_CASE("sm90 backward: registry variants with dropped or explicit flags") {
   // The forward schedule's half-tile cost, in hundredths from 1 to 100.
   CHECK(make_kernel("sm90-fwd-half75")->name() == "sm90-fwd-half75");
   CHECK(make_kernel("sm90-fwd-half100")->name() == "sm90-fwd-half100");
-  CHECK(make_kernel("sm90-fwd-snake")->name() == "sm90-fwd-snake");
   CHECK_THROWS(make_kernel("sm90-fwd-half0"));
   CHECK_THROWS(make_kernel("sm90-fwd-half101"));
   CHECK_THROWS(make_kernel("sm90-fwd-half1000"));
