@@ -107,8 +107,8 @@ std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const Cta
 // (uniform batches of 192 queries against 512 keys: 1.5 tiles per sequence and head cost 1.76-1.79x
 // one whole tile). Dealt as equals, those cheaper tiles fall on the same CTAs round after round
 // wherever the tiles per (sequence, head) divide the CTA count (Lq = 320 / 448 / 704 against 512
-// keys: the CTAs without them finish 5-9 % late, and the tiles of a sequence drift apart, losing
-// their shared K / V in L2). Without the skip the snake stays: a half tile still runs every GEMM,
+// keys: modelled, the busiest CTA carries 1.05-1.09x the mean; and the tiles of a sequence drift
+// apart, losing their shared K / V in L2: 1.5x the DRAM bytes at Lq = 320). Without the skip the snake stays: a half tile still runs every GEMM,
 // and modelling it at 0.9 measured 0.99-1.00x on the seed's s = 0.5 L = 1024 / 2048 sets.
 constexpr double kFwdSkipHalfTileCost = 0.75;
 
