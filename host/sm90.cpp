@@ -108,13 +108,22 @@ std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const Cta
 // one whole tile). Dealt as equals, those cheaper tiles fall on the same CTAs round after round
 // wherever the tiles per (sequence, head) divide the CTA count (Lq = 320 / 448 / 704 against 512
 // keys: modelled, the busiest CTA carries 1.05-1.09x the mean; and the tiles of a sequence drift
-// apart, losing their shared K / V in L2: 1.5x the DRAM bytes at Lq = 320). Without the skip the snake stays: a half tile still runs every GEMM,
-// and modelling it at 0.9 measured 0.99-1.00x on the seed's s = 0.5 L = 1024 / 2048 sets.
+// apart, losing their shared K / V in L2: 1.5x the DRAM bytes at Lq = 320). Without the skip the
+// snake stays: a half tile still runs every GEMM, and modelling it at 0.9 measured 0.99-1.00x on
+// the seed's s = 0.5 L = 1024 / 2048 sets.
 constexpr double kFwdSkipHalfTileCost = 0.75;
 
 double fwd_half_tile_cost(const Sm90Options& o, int flags) {
   if (o.fwd_half_tile_cost >= 0) return o.fwd_half_tile_cost;
   return (flags & sm90::kFwdSkipEmptyHalf) ? kFwdSkipHalfTileCost : 1.0;
+}
+
+// The forward's per-CTA schedule for the kernel of `flags`: with K/V reuse, the query tiles of a
+// (sequence, head) whose keys fit the ring stay together.
+CtaSchedule fwd_schedule(const ProblemDesc& p, int flags, SchedulePolicy policy, int sms, double half_tile_cost) {
+  const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
+  return build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), policy, sms,
+                                resident, half_tile_cost);
 }
 
 class Sm90Kernel final : public AttentionKernel {
@@ -152,10 +161,7 @@ class Sm90Kernel final : public AttentionKernel {
     const int flags = fwd_flags_of(opt_, p);
     const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-    // With K/V reuse, the query tiles of a (sequence, head) whose keys fit the ring stay together.
-    const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
-    const CtaSchedule sched = build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags),
-                                                     opt_.policy, sms_, resident, fwd_half_tile_cost(opt_, flags));
+    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags));
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
@@ -254,12 +260,11 @@ Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int l
 Sm90ForwardBalance sm90_forward_balance(const ProblemDesc& p, int num_sms) {
   const Sm90Options opt;
   const int flags = fwd_flags_of(opt, p);
-  const int bm = sm90::fwd_block_m(flags), bn = sm90::fwd_block_n(p.head_dim, flags);
-  const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
+  const int bm = sm90::fwd_block_m(flags);
   Sm90ForwardBalance b;
   b.half_tile_cost = fwd_half_tile_cost(opt, flags);
-  const CtaSchedule dealt = build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, resident, b.half_tile_cost);
-  const CtaSchedule snake = build_forward_schedule(p, bm, bn, SchedulePolicy::kZigzag, num_sms, resident, 1.0);
+  const CtaSchedule dealt = fwd_schedule(p, flags, opt.policy, num_sms, b.half_tile_cost);
+  const CtaSchedule snake = fwd_schedule(p, flags, opt.policy, num_sms, 1.0);
   b.dealt_skew = modelled_cta_load(p, dealt, bm, b.half_tile_cost).max_over_mean;
   b.snake_skew = modelled_cta_load(p, snake, bm, b.half_tile_cost).max_over_mean;
   return b;
