@@ -5,7 +5,7 @@
 #   usage: experiments/ablate_all.sh [OUT]           (OUT default: experiments/results)
 #   ONLY="zigzag pingpong" experiments/ablate_all.sh   runs a subset
 set -uo pipefail
-ONLY=${ONLY:-zigzag bwd_deal outer_pipeline kv_reuse half_fold skip_empty_half whole_batch_branch stmatrix_o narrow_last_block record_lanes tile_records bwd_record_lanes proxy_fences stmatrix_bwd dq_finish dq_follow dq_pair dq_tma_store dq_first dq_two_stage early_act dk_in_ds dv_in_v pair_two_stage pair_dv_in_ds pair_late_store_wait pair_rank1_dv_in_ds pair_rank0_late_store_wait first_step_init_acc dq_red pingpong intra_overlap activation act_mix softmax real_vs_synthetic}
+ONLY=${ONLY:-zigzag outer_pipeline kv_reuse half_fold skip_empty_half whole_batch_branch stmatrix_o narrow_last_block record_lanes tile_records bwd_record_lanes proxy_fences stmatrix_bwd dq_finish dq_follow dq_pair dq_tma_store dq_first dq_two_stage early_act dk_in_ds dv_in_v pair_two_stage pair_dv_in_ds pair_late_store_wait pair_rank1_dv_in_ds pair_rank0_late_store_wait first_step_init_acc dq_red pingpong intra_overlap activation act_mix softmax real_vs_synthetic}
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-}
 if [ -n "$out" ] && [ "${out#/}" = "$out" ]; then out=$PWD/$out; fi

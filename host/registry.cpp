@@ -124,23 +124,6 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
-  // sm90-bwd-halfN: the backward's schedule models a last KV tile of at most 64 keys at N hundredths
-  // of a whole one and hands each round's tiles to the CTAs by that load (host/scheduler.h
-  // remap_rounds_by_load); 100 is the snake.
-  if (numbered_variant(name, "sm90-bwd-half", 3, &n) && n >= 1 && n <= 100) {
-    Sm90Options o;
-    o.bwd_half_tile_cost = n / 100.0;
-    o.label = name.substr(5);
-    return make_sm90_kernel(o);
-  }
-  // sm90-unordered-bwd-halfN: the same in the unordered dQ mode (sm90-unordered-dq).
-  if (numbered_variant(name, "sm90-unordered-bwd-half", 3, &n) && n >= 1 && n <= 100) {
-    Sm90Options o;
-    o.deterministic = false;
-    o.bwd_half_tile_cost = n / 100.0;
-    o.label = name.substr(5);
-    return make_sm90_kernel(o);
-  }
   // sm90-follow-smsN: the backward's dQ follower on N SMs instead of the default rule's.
   if (numbered_variant(name, "sm90-follow-sms", 2, &n) && n >= 1) {
     Sm90Options o;
@@ -210,7 +193,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-three-wg, sm90-follow-smsN, sm90-fwd-halfN, sm90-bwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
+                           "sm90-three-wg, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
                            "kFwdAllFlags / kBwdAllFlags, sm90-fwd-trace, sm90-bwd-trace)");
 }
 

@@ -137,51 +137,15 @@ std::vector<WorkTile> build_backward_tiles(const ProblemDesc& p, int block_m, in
   return apply_policy(std::move(tiles), policy, num_sms);
 }
 
-LoadStats per_sm_load(const std::vector<WorkTile>& tiles, const std::vector<double>& cost, int num_sms) {
+LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
   if (num_sms <= 0) throw ProblemError("num_sms must be positive (got " + std::to_string(num_sms) + ")");
-  if (cost.size() != tiles.size()) throw ProblemError("per_sm_load: one cost per tile");
   std::vector<double> load(size_t(num_sms), 0.0);
-  for (size_t i = 0; i < tiles.size(); ++i) load[i % size_t(num_sms)] += cost[i];
+  for (size_t i = 0; i < tiles.size(); ++i) load[i % size_t(num_sms)] += tile_cost(tiles[i]);
   LoadStats s;
   s.max_work = *std::max_element(load.begin(), load.end());
   s.mean_work = std::accumulate(load.begin(), load.end(), 0.0) / num_sms;
   s.max_over_mean = s.mean_work > 0 ? s.max_work / s.mean_work : 1.0;
   return s;
-}
-
-LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
-  std::vector<double> cost(tiles.size());
-  for (size_t i = 0; i < tiles.size(); ++i) cost[i] = tile_cost(tiles[i]);
-  return per_sm_load(tiles, cost, num_sms);
-}
-
-double modelled_backward_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_n, double half_tile_cost) {
-  const bool half = p.len_k(t.batch) - t.block * block_n <= block_n / 2;
-  return tile_cost(t) * (half ? half_tile_cost : 1.0);
-}
-
-std::vector<WorkTile> remap_rounds_by_load(const std::vector<WorkTile>& tiles, const std::vector<double>& cost,
-                                           int workers) {
-  if (workers <= 0) throw ProblemError("workers must be positive (got " + std::to_string(workers) + ")");
-  if (cost.size() != tiles.size()) throw ProblemError("remap_rounds_by_load: one cost per tile");
-  const size_t n = tiles.size(), w = size_t(workers);
-  std::vector<WorkTile> out(n);
-  std::vector<double> load(w, 0.0);
-  std::vector<size_t> by_cost, by_load;
-  for (size_t base = 0; base < n; base += w) {
-    const size_t k = std::min(w, n - base);  // tiles this round; they can reach workers 0..k-1 only
-    by_cost.resize(k);
-    by_load.resize(k);
-    std::iota(by_cost.begin(), by_cost.end(), base);
-    std::iota(by_load.begin(), by_load.end(), size_t(0));
-    std::stable_sort(by_cost.begin(), by_cost.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
-    std::stable_sort(by_load.begin(), by_load.end(), [&](size_t a, size_t b) { return load[a] < load[b]; });
-    for (size_t i = 0; i < k; ++i) {
-      out[base + by_load[i]] = tiles[by_cost[i]];
-      load[by_load[i]] += cost[by_cost[i]];
-    }
-  }
-  return out;
 }
 
 double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost) {

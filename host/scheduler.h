@@ -58,21 +58,6 @@ std::vector<WorkTile> build_backward_tiles(const ProblemDesc& p, int block_m, in
 // launcher that filters or regroups their grid-order list applies it afterwards).
 std::vector<WorkTile> apply_policy(std::vector<WorkTile> tiles, SchedulePolicy policy, int num_sms);
 
-// The modelled cost of backward tile t (build_backward_tiles' list): tile_cost, or half_tile_cost
-// of it for a last KV tile holding at most block_n / 2 keys (the sm90 backward's empty-half skip
-// leaves its second consumer warpgroup idle there, so such a tile is cheaper than a whole one).
-double modelled_backward_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_n, double half_tile_cost);
-
-// Hands the tiles of each round of a striding-contract list (positions r * workers .. r * workers +
-// workers - 1) to that round's workers by modelled load, without moving any tile to another round:
-// round by round, the round's tiles in descending cost (stable) go to the workers in ascending load
-// so far (ties to the lowest worker). A partial last round of k tiles can only reach workers
-// 0..k-1 and is dealt among them. Keeping the rounds is what lets the sm90 backward's ordered dQ
-// mode use it: its deadlock argument (sm90_bwd.cpp sm90_bwd_order_for_determinism) needs only that
-// a tile waits on tiles of its own or earlier rounds. `cost` holds one entry per tile.
-std::vector<WorkTile> remap_rounds_by_load(const std::vector<WorkTile>& tiles, const std::vector<double>& cost,
-                                           int workers);
-
 // Grid of the persistent launch: one CTA per worker, fewer when there are fewer tiles.
 inline unsigned persistent_grid(size_t num_tiles, int num_sms) {
   return unsigned(num_tiles < size_t(num_sms) ? num_tiles : size_t(num_sms));
@@ -87,9 +72,6 @@ struct LoadStats {
   double mean_work = 0.0;
 };
 LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms);
-
-// The same with a cost per tile (`cost` parallel to `tiles`).
-LoadStats per_sm_load(const std::vector<WorkTile>& tiles, const std::vector<double>& cost, int num_sms);
 
 // Useful score pairs over computed ones when every sequence is cut into block_m x block_n tiles
 // with no mask: sum Lq Lk / sum ceil(Lq, block_m) ceil(Lk, block_n), ceil(x, b) rounding x up to a

@@ -22,12 +22,10 @@ namespace {
 // multiply before the activation.
 int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   int f = o.fwd_flags < 0 ? sm90::kFwdDefaultFlags & ~o.fwd_flags_drop : o.fwd_flags;
-  // The default skips empty halves, and branches before the GEMM batch, only where that measured
-  // faster (fwd_config.h); it skips them only where some tile has one: a sequence whose last
-  // query tile holds 1..64 rows (its second warpgroup's 64 rows all lie past the end).
-  const bool empty_half = some_last_tile_half_empty(p, false, sm90::kFwdBlockM);
-  if (o.fwd_flags < 0 && p.batch() > 0 &&
-      (!empty_half || p.total_k() > int64_t(sm90::kFwdSkipEmptyMaxMeanLenK) * p.batch()))
+  // The default skips empty halves only where some tile has one: a sequence whose last query tile
+  // holds 1..64 rows (its second warpgroup's 64 rows all lie past the end); and branches before
+  // the GEMM batch only where that measured faster (both: fwd_config.h).
+  if (o.fwd_flags < 0 && p.batch() > 0 && !some_last_tile_half_empty(p, false, sm90::kFwdBlockM))
     f &= ~sm90::kFwdSkipEmptyHalf;
   if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kFwdWholeBatchMinMeanLenK) * p.batch())
     f &= ~sm90::kFwdWholeBatchBranch;

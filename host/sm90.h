@@ -45,11 +45,6 @@ struct Sm90Options {
   // (build_forward_schedule's half_tile_cost); 1 deals the snake. Negative: the default, 0.75
   // where the problem takes the empty-half skip and 1 elsewhere (sm90.cpp fwd_half_tile_cost).
   double fwd_half_tile_cost = -1.0;
-  // Backward, zigzag, no cluster pairs: the modelled cost of a last KV tile of at most 64 keys
-  // against a whole one (scheduler.h modelled_backward_tile_cost); below 1 the tiles of each round
-  // are handed to the CTAs by that load (remap_rounds_by_load), 1 keeps the snake. Negative: the
-  // default, sm90_bwd.cpp bwd_half_tile_cost.
-  double bwd_half_tile_cost = -1.0;
 };
 // Where a trace goes when nobody named a file ($GDPA_BWD_TRACE / $GDPA_FWD_TRACE for the registry's
 // names).

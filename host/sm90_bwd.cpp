@@ -261,45 +261,6 @@ long long bwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   return sm90_with_act_mix(f, o, p, true);
 }
 
-std::vector<double> bwd_modelled_costs(const ProblemDesc& p, const std::vector<WorkTile>& tiles, double half_tile_cost) {
-  std::vector<double> cost(tiles.size());
-  for (size_t i = 0; i < tiles.size(); ++i)
-    cost[i] = modelled_backward_tile_cost(p, tiles[i], sm90::kBwdBlockN, half_tile_cost);
-  return cost;
-}
-
-// What the backward's schedule takes a last KV tile of at most 64 keys to cost against a whole
-// one where the kernel skips its empty half (kBwdSkipEmptyHalf: the second consumer warpgroup,
-// whose 64 key rows are all past the sequence's end, issues no GEMM and the first has the tensor
-// pipe alone). The striding contract's snake deals such tiles as whole ones, and on jagged keys
-// the busiest CTA then carries 1.04-1.07x the mean modelled load at s = 0.5 L = 512.
-constexpr double kBwdSkipHalfTileCost = 0.6;
-
-double bwd_half_tile_cost(const Sm90Options& o, long long flags) {
-  if (o.bwd_half_tile_cost >= 0) return o.bwd_half_tile_cost;
-  return (flags & sm90::kBwdSkipEmptyHalf) && !o.deterministic ? kBwdSkipHalfTileCost : 1.0;
-}
-
-// The list the persistent grid walks (no cluster pairs) and the number of CTAs it is dealt to:
-// the policy's order for those workers (with kBwdDqFollow, the SMs the follower leaves, a number
-// that depends on the tiles' work, so grid order first), the ordered dQ mode's fix-up, and under
-// zigzag with half_tile_cost < 1 each round handed to its CTAs by modelled load. That last step
-// keeps every tile in its round, so the fix-up's rounds still follow KV order.
-struct BwdSchedule {
-  std::vector<WorkTile> tiles;
-  int workers = 0;
-};
-BwdSchedule bwd_schedule(const ProblemDesc& p, long long flags, const Sm90Options& o, int sms, double half_tile_cost) {
-  BwdSchedule s;
-  s.tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, SchedulePolicy::kGridOrder, sms);
-  s.workers = (flags & sm90::kBwdDqFollow) ? sms - sm90_bwd_follow_sms(p, s.tiles, o, sms) : sms;
-  s.tiles = apply_policy(std::move(s.tiles), o.policy, s.workers);
-  if (o.deterministic) sm90_bwd_order_for_determinism(s.tiles);
-  if (o.policy == SchedulePolicy::kZigzag && half_tile_cost != 1.0)
-    s.tiles = remap_rounds_by_load(s.tiles, bwd_modelled_costs(p, s.tiles, half_tile_cost), s.workers);
-  return s;
-}
-
 std::string template_args(const ProblemDesc& p) {
   return std::to_string(int(p.dtype)) + "," + std::to_string(p.head_dim);
 }
@@ -367,9 +328,18 @@ class Sm90BackwardImpl final : public Sm90Backward {
       tiles = apply_policy(sm90_bwd_pair_items(grid_order), opt_.policy, clusters);
       grid_ = 2u * persistent_grid(tiles.size(), clusters);
     } else {
-      BwdSchedule s = bwd_schedule(p, flags, opt_, sms_, bwd_half_tile_cost(opt_, flags));
-      tiles = std::move(s.tiles);
-      grid_ = persistent_grid(tiles.size(), s.workers);
+      // kBwdDqFollow: the tiles are dealt to the SMs the follower leaves to the backward, whose
+      // number depends on the tiles' work (grid order first, the policy for those workers after).
+      tiles = build_backward_tiles(p, sm90::kBwdBlockM, sm90::kBwdBlockN, SchedulePolicy::kGridOrder, sms_);
+      const int workers = follow_ ? sms_ - sm90_bwd_follow_sms(p, tiles, opt_, sms_) : sms_;
+      // A KV tile whose keys end in its first half (kBwdSkipEmptyHalf) is dealt as a whole one,
+      // unlike the forward's half tiles: in the ordered mode it adds its dQ after the group's
+      // other tiles, which run beside it, so it runs at their pace, and handing the rounds out by
+      // a lower modelled cost spread the group's starts and measured 0.75-0.93x (fortieth
+      // session, experiments/PERF_NOTES.md).
+      tiles = apply_policy(std::move(tiles), opt_.policy, workers);
+      if (opt_.deterministic) sm90_bwd_order_for_determinism(tiles);
+      grid_ = persistent_grid(tiles.size(), workers);
     }
     num_tiles_ = int(tiles.size());
     if (follow_) {  // the follower's list, and its grid: as many CTAs as all SMs hold
@@ -534,21 +504,6 @@ bool sm90_backward_supports(const ProblemDesc& p, const Sm90Options& opt, std::s
 
 std::unique_ptr<Sm90Backward> make_sm90_backward(const Sm90Options& opt) {
   return std::make_unique<Sm90BackwardImpl>(opt);
-}
-
-Sm90BackwardBalance sm90_backward_balance(const ProblemDesc& p, int num_sms, bool deterministic) {
-  Sm90Options opt;
-  opt.deterministic = deterministic;
-  const long long flags = bwd_flags_of(opt, p);
-  Sm90BackwardBalance b;
-  b.pair = (flags & sm90::kBwdPair) != 0;
-  if (b.pair) return b;
-  b.half_tile_cost = bwd_half_tile_cost(opt, flags);
-  const BwdSchedule dealt = bwd_schedule(p, flags, opt, num_sms, b.half_tile_cost);
-  const BwdSchedule snake = bwd_schedule(p, flags, opt, num_sms, 1.0);
-  b.dealt_skew = per_sm_load(dealt.tiles, bwd_modelled_costs(p, dealt.tiles, b.half_tile_cost), dealt.workers).max_over_mean;
-  b.snake_skew = per_sm_load(snake.tiles, bwd_modelled_costs(p, snake.tiles, b.half_tile_cost), snake.workers).max_over_mean;
-  return b;
 }
 
 std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90Options& opt) {

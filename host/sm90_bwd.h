@@ -32,20 +32,6 @@ std::vector<KernelSource> sm90_backward_sources(const ProblemDesc& p, const Sm90
 // keeping the positions the scheduling policy chose, so no CTA waits on a tile queued behind itself.
 void sm90_bwd_order_for_determinism(std::vector<WorkTile>& tiles);
 
-// The sm90 backward's tile list for p on num_sms SMs under the default flags (the list prepare()
-// builds, without the cluster pairs): its per-CTA load modelled with a half-empty last KV tile at
-// the cost its dealing assumes (sm90_bwd.cpp bwd_half_tile_cost; 1 where the kernel has no empty
-// half to skip), as the default deals it and as the snake would. max / mean over the CTAs that
-// run the backward (the dQ follower's SMs excluded). `pair`: p takes the cluster pairs, whose
-// list has no such tiles; the skews are then 1.
-struct Sm90BackwardBalance {
-  bool pair = false;
-  double half_tile_cost = 1.0;
-  double dealt_skew = 1.0;
-  double snake_skew = 1.0;
-};
-Sm90BackwardBalance sm90_backward_balance(const ProblemDesc& p, int num_sms, bool deterministic);
-
 // kBwdPair (kernels/sm90/bwd_config.h) applies: head_dim 64 or 128, no mask, no shared KV, and every
 // sequence has exactly two KV tiles (128 < Lk <= 256), so both run the same query steps.
 bool sm90_bwd_pair_eligible(const ProblemDesc& p);

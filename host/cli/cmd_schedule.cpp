@@ -6,7 +6,6 @@
 #include "../bench.h"
 #include "../scheduler.h"
 #include "../sm90.h"
-#include "../sm90_bwd.h"
 #include "args.h"
 #include "commands.h"
 
@@ -26,9 +25,7 @@ int cmd_schedule(int argc, char** argv) {
         "  sequence with K/V kept, the kernel's default: its jagged maps read nothing past a sequence's end).\n"
         "  Last, the sm90 forward's own per-CTA schedule, its load modelled with a half-empty last query tile\n"
         "  at the cost its dealing assumes where the empty-half skip runs (0.75 of a whole one, 1 elsewhere):\n"
-        "  dealt by that load (the default) and dealt in snake order; then the same for the sm90 backward's\n"
-        "  list (a last KV tile of at most 64 keys at 0.6 of a whole one where its empty-half skip runs:\n"
-        "  each round handed to the CTAs by that load, against the snake).\n"
+        "  dealt by that load (the default) and dealt in snake order.\n"
         "  --self-kv: the self sets' keys, as `gdpa bench --self-kv` (default dense: every Lk = L).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
@@ -40,7 +37,7 @@ int cmd_schedule(int argc, char** argv) {
   Json rows = Json::array();
   std::printf("%-18s %-14s %10s %10s %10s %10s\n", "set", "policy", "fwd tiles", "fwd skew", "bwd tiles", "bwd skew");
   Json padding = Json::array();
-  std::vector<std::string> padding_lines, traffic_lines, balance_lines, bwd_balance_lines;
+  std::vector<std::string> padding_lines, traffic_lines, balance_lines;
   for (const BenchSet& set : seed_bench_sets(self_kv)) {
     const ProblemDesc p = bench_problem(set, seed, default_bench_base());
     const double eff_f = tile_padding_efficiency(p, bm, bn), eff_b = tile_padding_efficiency(p, 64, bn);
@@ -65,13 +62,6 @@ int cmd_schedule(int argc, char** argv) {
     std::snprintf(line, sizeof line, "%-18s %10.2f %10.3f %10.3f", set.name.c_str(), bal.half_tile_cost,
                   bal.dealt_skew, bal.snake_skew);
     balance_lines.push_back(line);
-    const Sm90BackwardBalance bb = sm90_backward_balance(p, sms, false);
-    if (bb.pair)
-      std::snprintf(line, sizeof line, "%-18s %10s %10s %10s", set.name.c_str(), "pairs", "-", "-");
-    else
-      std::snprintf(line, sizeof line, "%-18s %10.2f %10.3f %10.3f", set.name.c_str(), bb.half_tile_cost,
-                    bb.dealt_skew, bb.snake_skew);
-    bwd_balance_lines.push_back(line);
     padding.push(Json::object()
                      .set("set", Json::string(set.name))
                      .set("fwd_efficiency", Json::number(eff_f))
@@ -82,11 +72,7 @@ int cmd_schedule(int argc, char** argv) {
                      .set("fwd_traffic_valid_rows_kv_reuse", Json::number(traffic[3]))
                      .set("sm90_fwd_half_tile_cost", Json::number(bal.half_tile_cost))
                      .set("sm90_fwd_modelled_skew", Json::number(bal.dealt_skew))
-                     .set("sm90_fwd_modelled_skew_snake", Json::number(bal.snake_skew))
-                     .set("sm90_bwd_cluster_pairs", Json::boolean(bb.pair))
-                     .set("sm90_bwd_half_tile_cost", Json::number(bb.half_tile_cost))
-                     .set("sm90_bwd_modelled_skew", Json::number(bb.dealt_skew))
-                     .set("sm90_bwd_modelled_skew_snake", Json::number(bb.snake_skew)));
+                     .set("sm90_fwd_modelled_skew_snake", Json::number(bal.snake_skew)));
     for (SchedulePolicy pol : {SchedulePolicy::kGridOrder, SchedulePolicy::kLongestFirst, SchedulePolicy::kZigzag}) {
       const auto f = build_forward_tiles(p, bm, bn, pol, sms);
       const auto b = build_backward_tiles(p, 64, bn, pol, sms);
@@ -114,10 +100,6 @@ int cmd_schedule(int argc, char** argv) {
   std::printf("\nsm90 forward's per-CTA schedule, modelled load (max / mean) with a half-empty last tile at the cost:\n");
   std::printf("%-18s %10s %10s %10s\n", "set", "half cost", "dealt", "snake");
   for (const std::string& l : balance_lines) std::printf("%s\n", l.c_str());
-  std::printf("\nsm90 backward's tile list (no cluster pairs), modelled load (max / mean over its CTAs) with a last\n"
-              "KV tile of at most 64 keys at the cost:\n");
-  std::printf("%-18s %10s %10s %10s\n", "set", "half cost", "dealt", "snake");
-  for (const std::string& l : bwd_balance_lines) std::printf("%s\n", l.c_str());
   Json root = Json::object();
   root.set("padding_efficiency", padding);
   root.set("what", Json::string("per-SM load skew (max/mean of tile work) of each scheduling policy"))

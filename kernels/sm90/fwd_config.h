@@ -90,14 +90,17 @@ enum FwdTraceEvent : unsigned {
 constexpr int kFwdTraceCtas = 8;
 constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); later events are dropped
 
-// kFwdSkipEmptyHalf by default only up to this mean key length. Measured against the same kernel
-// without it (self s = 0.5, experiments/ablate_skip_empty_half.sh and A/B runs, twelfth session,
-// seven pairs): 1.00-1.04x at L = 512 (mean Lk 256), 0.95-1.05x at L = 256 (128), 0.98-1.11x at
-// L = 1024 (512), but 0.94-0.98x at L = 2048 (mean Lk 1024) in six of six pairs, where one tile in
-// about sixteen has an empty half. The host also leaves it off where no tile has an empty half
-// (every Lq mod BlockM is 0 or above 64): compiled in but never taken it cost self s = 1 L = 512
-// 3-4 % (twenty-first session, three interleaved rounds, `ab-l512-*`; 0.996-1.004x at L = 256).
-constexpr int kFwdSkipEmptyMaxMeanLenK = 512;
+// kFwdSkipEmptyHalf is on by default wherever some last query tile has an empty half (host
+// sm90.cpp fwd_flags_of). Until the fortieth session only up to a mean key length of 512: against
+// the same kernel without it (self s = 0.5, twelfth session, seven pairs) it gained 1.00-1.04x at
+// L = 512, 0.95-1.05x at L = 256, 0.98-1.11x at L = 1024, but lost 0.94-0.98x at L = 2048 in six of
+// six pairs, and 0.999-1.006x at L = 1024 / 2048 in the thirty-eighth. Those rounds dealt the
+// tiles in snake order, which hands the cheaper half tiles to the same CTAs; dealt by modelled
+// load (the thirty-ninth session's schedule, which the skip brings with it) it gained at
+// L = 1024 / 2048 too: 1.012-1.019 / 1.010-1.011x on the seed's sets, 1.015 / 1.011x with jagged
+// keys (interleaved, both orders, `ab-fwd-skip-long-*`). Where no tile has an empty half the host
+// leaves it off: compiled in but never taken it cost self s = 1 L = 512 3-4 % (twenty-first
+// session, three interleaved rounds, `ab-l512-*`; 0.996-1.004x at L = 256).
 
 // kFwdWholeBatchBranch by default only from this mean key length. Measured against the same kernel
 // without it (seventeenth session, explicit flags, three interleaved rounds): 1.04-1.05x self s = 1

@@ -346,27 +346,6 @@ TEST_SUITE("gpu") {
       check_same_backward_bits(with, without, p, dp, ctx);
     }
   }
-  TEST_CASE("sm90 backward: each round handed out by modelled load gives the snake's bits") {
-    // These batches have jagged keys, so some last KV tile holds at most 64 keys and the kernel
-    // skips its empty half; with a modelled cost below 1 the host hands each round's tiles to the
-    // CTAs by load (sm90_bwd.cpp bwd_schedule; the unordered mode's default, an option in the
-    // ordered one). The ordered dQ adds in KV order whichever CTA runs a tile, so no bit may change
-    // against the snake; a round that waited on a later one would hang here. The ordered finish
-    // and, on the many-tile batches, the accumulator path with the follower; then a window, where
-    // a group's edge tiles are cheaper and the ordered fix-up moves them.
-    Context ctx(0);
-    if (ctx.info().arch() != 90) return;
-    Sm90Options dealt;
-    dealt.bwd_half_tile_cost = 0.6;
-    check_same_bits_over_masks_and_dims(dealt, Sm90Options{}, 171, ctx);
-    check_same_bits_over_many_tiles(dealt, Sm90Options{}, 173, ctx);
-    ProblemDesc p = half_fold_problem(kFastGelu, 175, 4, 2, 96, 1100);
-    p.mask = kMaskWindow;
-    p.window_left = 300;
-    p.window_right = 40;
-    DeviceProblem dp(p, make_inputs(p, 176, true), true);
-    check_same_backward_bits(dealt, Sm90Options{}, p, dp, ctx);
-  }
   TEST_CASE("sm90 backward: finished dQ blocks stored by TMA give the bits of the threads' row copy") {
     // kBwdDqTmaStore changes who writes a finished block's staged rows (the writer's TMA store
     // instead of the consumer's threads), not what is staged; blocks cut by a sequence's end still

@@ -9,7 +9,6 @@
 
 #include "../../host/generator.h"
 #include "../../host/scheduler.h"
-#include "jagged_problem.h"
 
 using namespace gdpa;
 
@@ -307,62 +306,4 @@ TEST_CASE("forward schedule with cheaper half tiles: balanced by the model, sibl
   CHECK(std::equal(w.tiles.begin(), w.tiles.end(), rr.tiles.begin(), rr.tiles.end(),
                    [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); }));
   CHECK(modelled_load(whole, w, 0.75).max_over_mean == doctest::Approx(1.0));
-}
-
-TEST_CASE("modelled backward tile cost: only a last KV tile of at most half the keys is cheaper") {
-  const ProblemDesc p = with_lengths({512, 512, 512}, {320, 64, 65}, 1, 1);
-  const auto tiles = build_backward_tiles(p, 64, 128, SchedulePolicy::kGridOrder, 132);
-  REQUIRE(tiles.size() == 5);  // 3 + 1 + 1 KV tiles, each seen by 8 query tiles
-  const double want[] = {8, 8, 4, 4, 8};  // keys 128, 128, 64 | 64 | 65
-  for (size_t i = 0; i < tiles.size(); ++i)
-    CHECK(modelled_backward_tile_cost(p, tiles[i], 128, 0.5) == doctest::Approx(want[i]));
-  for (const WorkTile& t : tiles) CHECK(modelled_backward_tile_cost(p, t, 128, 1.0) == doctest::Approx(tile_cost(t)));
-}
-
-TEST_CASE("rounds remapped by load: every tile stays in its round, partial rounds reach their workers only") {
-  // Three workers: round 0 holds costs 5, 1, 1 and goes out in order (all loads 0, ties to the
-  // lowest worker); the partial round 1 (costs 9, 2) can reach workers 0 and 1 only, and its 9
-  // goes to worker 1, the less loaded of them.
-  std::vector<WorkTile> tiles;
-  for (int i = 0; i < 5; ++i) tiles.push_back(WorkTile{i, 0, 0, 1});
-  const std::vector<double> cost = {5, 1, 1, 9, 2};
-  const std::vector<WorkTile> out = remap_rounds_by_load(tiles, cost, 3);
-  REQUIRE(out.size() == 5);
-  const int want[] = {0, 1, 2, 4, 3};
-  for (size_t i = 0; i < out.size(); ++i) CHECK(out[i].batch == want[i]);
-  // Equal costs: every worker ties, so the list comes back as it was.
-  const std::vector<WorkTile> same = remap_rounds_by_load(tiles, std::vector<double>(5, 1.0), 3);
-  for (size_t i = 0; i < same.size(); ++i) CHECK(same[i].batch == int(i));
-  CHECK(remap_rounds_by_load({}, {}, 4).empty());
-  CHECK_THROWS_AS(remap_rounds_by_load(tiles, {1.0}, 3), ProblemError);
-  CHECK_THROWS_AS(remap_rounds_by_load(tiles, cost, 0), ProblemError);
-}
-
-TEST_CASE("backward rounds remapped by load on jagged keys: the rounds kept, the modelled skew evened") {
-  // Jagged keys (Lk = Lq, s = 0.5 up to 512): many last KV tiles hold at most 64 keys, which the
-  // snake deals as whole ones.
-  const ProblemDesc p = jagged_problem(160, 512, 11, 8, 8);
-  const int workers = 132;
-  const std::vector<WorkTile> snake = build_backward_tiles(p, 64, 128, SchedulePolicy::kZigzag, workers);
-  std::vector<double> cost(snake.size());
-  int halves = 0;
-  for (size_t i = 0; i < snake.size(); ++i) {
-    cost[i] = modelled_backward_tile_cost(p, snake[i], 128, 0.6);
-    halves += cost[i] < tile_cost(snake[i]);
-  }
-  REQUIRE(halves > int(snake.size()) / 10);
-  const std::vector<WorkTile> dealt = remap_rounds_by_load(snake, cost, workers);
-  for (size_t base = 0; base < snake.size(); base += workers) {
-    const size_t end = std::min(snake.size(), base + size_t(workers));
-    CHECK(same_tiles(std::vector<WorkTile>(snake.begin() + long(base), snake.begin() + long(end)),
-                     std::vector<WorkTile>(dealt.begin() + long(base), dealt.begin() + long(end))));
-  }
-  std::vector<double> dealt_cost(dealt.size());
-  for (size_t i = 0; i < dealt.size(); ++i) dealt_cost[i] = modelled_backward_tile_cost(p, dealt[i], 128, 0.6);
-  const LoadStats a = per_sm_load(snake, cost, workers), b = per_sm_load(dealt, dealt_cost, workers);
-  CHECK(a.mean_work == doctest::Approx(b.mean_work));
-  INFO("snake ", a.max_over_mean, ", dealt ", b.max_over_mean);
-  CHECK(a.max_over_mean > 1.03);
-  CHECK(b.max_over_mean < 1.02);  // not 1: a tile can only go to the workers of its own round
-  CHECK(b.max_over_mean < a.max_over_mean - 0.02);
 }

@@ -22,7 +22,6 @@
 #include "../../kernels/common/masks.cuh"
 #include "../../kernels/sm90/bwd_config.h"
 #include "../../kernels/sm90/fwd_config.h"
-#include "jagged_problem.h"
 #include "sass_tools.h"
 
 using namespace gdpa;
@@ -634,49 +633,6 @@ TEST_CASE("sm90 backward: deterministic tile order keeps every KV group in incre
   std::vector<WorkTile> same = grid_order;
   sm90_bwd_order_for_determinism(same);
   for (size_t i = 0; i < same.size(); ++i) CHECK(same[i].block == grid_order[i].block);
-}
-
-TEST_CASE("sm90 backward: rounds remapped by load keep the deterministic order's rounds") {
-  // The window problem above with jagged keys ending in first halves: after the ordered mode's
-  // fix-up, the remap moves tiles only inside their rounds, so KV order still never points to a
-  // later round.
-  ProblemDesc p = problem(kBF16, 128, kFastGelu, kMaskWindow, {2000, 1500, 900, 3000, 40, 700},
-                          {2000, 1500, 900, 3000, 40, 700});
-  p.window_left = 200;
-  p.window_right = 100;
-  const int sms = 8;
-  std::vector<WorkTile> tiles = build_backward_tiles(p, kBwdBlockM, kBwdBlockN, SchedulePolicy::kZigzag, sms);
-  sm90_bwd_order_for_determinism(tiles);
-  std::vector<double> cost(tiles.size());
-  for (size_t i = 0; i < tiles.size(); ++i) cost[i] = modelled_backward_tile_cost(p, tiles[i], kBwdBlockN, 0.6);
-  const std::vector<WorkTile> dealt = remap_rounds_by_load(tiles, cost, sms);
-  CHECK(rounds_follow_kv_order(dealt, int(persistent_grid(dealt.size(), sms))));
-  bool moved = false;
-  for (size_t i = 0; i < tiles.size(); ++i) moved |= dealt[i].batch != tiles[i].batch || dealt[i].block != tiles[i].block;
-  CHECK(moved);  // the remap did something on this input
-}
-
-TEST_CASE("sm90 backward balance: dealt by load in the unordered mode where the skip runs, the snake elsewhere") {
-  // Jagged keys: half-empty last KV tiles, the skip. The unordered dQ mode models a half tile at
-  // 0.6 and hands each round out by load; the ordered mode keeps the snake (its dQ chains pace a
-  // half tile at its predecessors' speed).
-  ProblemDesc jag = jagged_problem(160, 512, 11, 8, 8);
-  const Sm90BackwardBalance a = sm90_backward_balance(jag, 132, false);
-  REQUIRE_FALSE(a.pair);
-  CHECK(a.half_tile_cost == doctest::Approx(0.6));
-  CHECK(a.snake_skew > 1.03);
-  CHECK(a.dealt_skew < 1.02);
-  const Sm90BackwardBalance ordered = sm90_backward_balance(jag, 132, true);
-  CHECK(ordered.half_tile_cost == 1.0);
-  CHECK(ordered.dealt_skew == doctest::Approx(ordered.snake_skew));
-  // Every Lk a multiple of 128: no half tile, so the snake and nothing to model.
-  ProblemDesc dense = problem(kBF16, 128, kFastGelu, kMaskNone, {300, 512, 100}, {512, 384, 1024}, 8, 8);
-  const Sm90BackwardBalance b = sm90_backward_balance(dense, 132, false);
-  REQUIRE_FALSE(b.pair);
-  CHECK(b.half_tile_cost == 1.0);
-  CHECK(b.dealt_skew == doctest::Approx(b.snake_skew));
-  // Every Lk in (128, 256]: cluster pairs, whose list has no half tiles.
-  CHECK(sm90_backward_balance(problem(kBF16, 128, kFastGelu, kMaskNone, {600, 500}, {200, 256}), 132, true).pair);
 }
 
 TEST_CASE("sm90 backward kernels compile for sm_90a without spills") {

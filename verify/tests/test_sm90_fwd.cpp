@@ -191,22 +191,25 @@ static void check_only_bit_differs(int bit, int flags_on, int flags_off) {
   CHECK((flags_on & ~bit) == (flags_off & ~bit));
 }
 
-TEST_CASE("sm90 forward skips empty warpgroup halves by default only up to kFwdSkipEmptyMaxMeanLenK") {
+TEST_CASE("sm90 forward skips empty warpgroup halves by default wherever some tile has one") {
   using namespace sm90;
-  const int limit = kFwdSkipEmptyMaxMeanLenK;
   auto flags_for = fwd_flags_for_lengths;  // self attention: Lk = Lq
   Sm90Options no_narrow;  // the lengths below also decide the narrow last key block's rule
   no_narrow.fwd_flags_drop = kFwdNarrowLastBlock;
-  const int at_limit = flags_for(limit - 100, limit + 100, no_narrow);  // mean Lk = the limit
-  const int above = flags_for(limit - 100, limit + 101, no_narrow);     // just above it
-  check_only_bit_differs(kFwdSkipEmptyHalf, at_limit, above);
-  Sm90Options explicit_flags;  // explicit flags are used as given
-  explicit_flags.fwd_flags = kFwdDefaultFlags;
-  CHECK((flags_for(limit - 100, limit + 101, explicit_flags) & kFwdSkipEmptyHalf) != 0);
-  // ...and only where some tile has an empty half: a last query tile of 1..64 rows.
+  // At any mean Lk (the rule had a cap of 512 until the fortieth session).
+  for (int len : {400, 1100, 3000})
+    CHECK((flags_for(len - 100, len + 101 - (len + 101) % 128 + 40, no_narrow) & kFwdSkipEmptyHalf) != 0);
+  // Only where some tile has an empty half: a last query tile of 1..64 rows.
   check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(384, 576, no_narrow), flags_for(384, 577, no_narrow));
   check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(192, 512, no_narrow), flags_for(193, 512, no_narrow));
+  check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(2048, 2100, no_narrow), flags_for(2048, 2150, no_narrow));
   CHECK((flags_for(512, 512, Sm90Options{}) & kFwdSkipEmptyHalf) == 0);  // whole tiles only
+  Sm90Options off;  // the ablation drops it, and explicit flags are used as given
+  off.fwd_flags_drop = kFwdSkipEmptyHalf;
+  CHECK((flags_for(384, 576, off) & kFwdSkipEmptyHalf) == 0);
+  Sm90Options explicit_flags;
+  explicit_flags.fwd_flags = kFwdDefaultFlags;
+  CHECK((flags_for(512, 512, explicit_flags) & kFwdSkipEmptyHalf) != 0);
 }
 
 TEST_CASE("sm90 forward runs a narrow last key block by default only where some sequence has one") {
