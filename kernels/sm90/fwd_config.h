@@ -97,8 +97,8 @@ constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); 
 // six pairs, and 0.999-1.006x at L = 1024 / 2048 in the thirty-eighth. Those rounds dealt the
 // tiles in snake order, which hands the cheaper half tiles to the same CTAs; dealt by modelled
 // load (the thirty-ninth session's schedule, which the skip brings with it) it gained at
-// L = 1024 / 2048 too: 1.012-1.019 / 1.010-1.011x on the seed's sets, 1.015 / 1.011x with jagged
-// keys (interleaved, both orders, `ab-fwd-skip-long-*`). Where no tile has an empty half the host
+// L = 1024 / 2048 too: 1.012-1.019 / 1.010-1.011x on the seed's sets, 1.022-1.023 / 1.007-1.008x
+// with jagged keys (interleaved, both orders, `ab-fwd-skip-long-*`). Where no tile has an empty half the host
 // leaves it off: compiled in but never taken it cost self s = 1 L = 512 3-4 % (twenty-first
 // session, three interleaved rounds, `ab-l512-*`; 0.996-1.004x at L = 256).
 
