@@ -98,9 +98,9 @@ constexpr int kFwdTraceSlots = 8192;  // records per (CTA, consumer warpgroup); 
 // tiles in snake order, which hands the cheaper half tiles to the same CTAs; dealt by modelled
 // load (the thirty-ninth session's schedule, which the skip brings with it) it gained at
 // L = 1024 / 2048 too: 1.012-1.019 / 1.010-1.011x on the seed's sets, 1.022-1.023 / 1.007-1.008x
-// with jagged keys (interleaved, both orders, `ab-fwd-skip-long-*`). Where no tile has an empty half the host
-// leaves it off: compiled in but never taken it cost self s = 1 L = 512 3-4 % (twenty-first
-// session, three interleaved rounds, `ab-l512-*`; 0.996-1.004x at L = 256).
+// with jagged keys (interleaved, both orders, `ab-fwd-skip-long-*`). Where no tile has an empty
+// half the host leaves it off: compiled in but never taken it cost self s = 1 L = 512 3-4 %
+// (twenty-first session, three interleaved rounds, `ab-l512-*`; 0.996-1.004x at L = 256).
 
 // kFwdWholeBatchBranch by default only from this mean key length. Measured against the same kernel
 // without it (seventeenth session, explicit flags, three interleaved rounds): 1.04-1.05x self s = 1
