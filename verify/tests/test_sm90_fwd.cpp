@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 #include <unistd.h>
+#include <utility>
 
 #include "../../host/compile.h"
 #include "../../host/generator.h"
@@ -196,9 +197,10 @@ TEST_CASE("sm90 forward skips empty warpgroup halves by default wherever some ti
   auto flags_for = fwd_flags_for_lengths;  // self attention: Lk = Lq
   Sm90Options no_narrow;  // the lengths below also decide the narrow last key block's rule
   no_narrow.fwd_flags_drop = kFwdNarrowLastBlock;
-  // At any mean Lk (the rule had a cap of 512 until the fortieth session).
-  for (int len : {400, 1100, 3000})
-    CHECK((flags_for(len - 100, len + 101 - (len + 101) % 128 + 40, no_narrow) & kFwdSkipEmptyHalf) != 0);
+  // At any mean Lk (the rule had a cap of 512 until the fortieth session): each pair's second
+  // length ends 40 rows into its last tile, at mean Lk 362, 1096 and 3006.
+  for (auto [a, b] : {std::pair{300, 424}, std::pair{1000, 1192}, std::pair{2900, 3112}})
+    CHECK((flags_for(a, b, no_narrow) & kFwdSkipEmptyHalf) != 0);
   // Only where some tile has an empty half: a last query tile of 1..64 rows.
   check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(384, 576, no_narrow), flags_for(384, 577, no_narrow));
   check_only_bit_differs(kFwdSkipEmptyHalf, flags_for(192, 512, no_narrow), flags_for(193, 512, no_narrow));
