@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -70,6 +71,24 @@ std::vector<int> interleaved_order(int n, int rounds) {
   return order;
 }
 
+namespace {
+
+// GDPA_REP_TIMES=FILE: each timed call's repetitions, in the order they ran, appended to FILE as
+// one line of milliseconds per call. A median hides how a set's speed moves while it runs (the
+// GPU's clock falls once the power cap engages); this shows it without changing the timing.
+void append_rep_times(const std::vector<std::vector<double>>& ms) {
+  const char* path = std::getenv("GDPA_REP_TIMES");
+  if (!path || !*path) return;
+  std::ofstream f(path, std::ios::app);
+  for (const std::vector<double>& call : ms) {
+    for (size_t i = 0; i < call.size(); ++i) f << (i ? " " : "") << call[i];
+    f << "\n";
+  }
+  if (!f) std::fprintf(stderr, "gdpa: cannot append the repetition times to %s\n", path);
+}
+
+}  // namespace
+
 std::vector<Timing> time_interleaved(const std::vector<std::function<void(CUstream)>>& calls, CUstream s, int warmup,
                                      int reps, double budget_ms) {
   const int n = int(calls.size());
@@ -90,6 +109,7 @@ std::vector<Timing> time_interleaved(const std::vector<std::function<void(CUstre
   }
   std::vector<std::vector<double>> ms(static_cast<size_t>(n));
   for (int k : interleaved_order(n, reps)) ms[size_t(k)].push_back(time_one(k));
+  append_rep_times(ms);
   std::vector<Timing> out(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {
     const CeilingStats st = summarize_rates(ms[size_t(k)].data(), reps);  // median / min / max of any samples

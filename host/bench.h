@@ -51,6 +51,7 @@ Timing time_enqueue(const std::function<void(CUstream)>& enqueue, CUstream s, in
 // another, then weighs on every call alike, instead of on whichever was timed first (timed one
 // after another, the second of two kernels came out 2-3 % faster or slower than the first on the
 // same set). reps <= 0: as many rounds as fit `budget_ms` per call on average, 3..30.
+// GDPA_REP_TIMES=FILE appends each call's repetition times to FILE (bench.cpp, append_rep_times).
 std::vector<Timing> time_interleaved(const std::vector<std::function<void(CUstream)>>& calls, CUstream s, int warmup,
                                      int reps, double budget_ms = 400.0);
 // The call order of time_interleaved: `rounds` rounds of n calls, as indices.

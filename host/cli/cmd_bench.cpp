@@ -55,7 +55,9 @@ const char* kHelp =
     "             second of two kernels came out 2-3 % faster or slower). Not for absolute numbers next\n"
     "             to a kernel of lower power: between its calls the GPU leaves its power cap, and the\n"
     "             sm90 forward measured 5-14 % above its sustained speed when interleaved with\n"
-    "             unfused-cublas.\n";
+    "             unfused-cublas.\n"
+    "  GDPA_REP_TIMES=FILE: every timed call's repetition times (ms, in the order they ran) appended to\n"
+    "             FILE, one line per kernel and direction of each set.\n";
 
 bool selected(const std::string& name, const std::vector<std::string>& filters) {
   if (filters.empty()) return true;
