@@ -1,0 +1,121 @@
+// test_experiment_summaries.cpp — experiments/parity_summary.py and alone_summary.py against bench
+// JSON whose numbers are known, named as experiments/parity.sh and alone_rounds.sh name theirs.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../../host/compile.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Row {
+  std::string set, kernel;
+  double tflops, fraction_of_limit;
+};
+
+// One bench JSON holding the forward rows given (only the fields the summaries read).
+void write_bench_json(const fs::path& path, const std::vector<Row>& rows) {
+  std::ofstream f(path);
+  f << "{\"rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i)
+    f << (i ? ", " : "") << "{\"set\": \"" << rows[i].set << "\", \"kernel\": \"" << rows[i].kernel
+      << "\", \"direction\": \"fwd\", \"tflops\": " << rows[i].tflops
+      << ", \"fraction_of_limit\": " << rows[i].fraction_of_limit << "}";
+  f << "]}\n";
+}
+
+// A fresh, empty folder under the system's temporary directory.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs `python3 experiments/<script> <args>`; its printout, "" where python3 is missing.
+std::string run_summary(const std::string& script, const std::string& args) {
+  if (std::system("python3 -c pass > /dev/null 2>&1") != 0) return "";
+  const fs::path out = fs::temp_directory_path() / "gdpa-summary-test.txt";
+  const std::string cmd =
+      "python3 '" + gdpa::source_root() + "/experiments/" + script + "' " + args + " > '" + out.string() + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(out);
+  std::stringstream text;
+  text << f.rdbuf();
+  fs::remove(out);
+  return rc == 0 ? text.str() : script + " failed:\n" + text.str();
+}
+
+}  // namespace
+
+TEST_CASE("parity_summary.py: the ratios by each call's limits and by the spec's, and the verdict per L") {
+  const fs::path dir = fresh_dir("gdpa-parity-summary-test");
+  const std::string prefix = "parity-pairs-20990101-000000";
+  auto put = [&](int round, const std::string& set, int length, double tflops, double fraction) {
+    const std::string name = prefix + "-r" + std::to_string(round) + "-" + set + "-L" + std::to_string(length) +
+                             "-GPU-20990101-00000" + std::to_string(round) + ".json";
+    write_bench_json(dir / name, {{set + "-L" + std::to_string(length), "sm90", tflops, fraction}});
+  };
+  // L = 512, both rounds: own limits 0.70 / 0.80 = 0.875; spec (500 / 730) / (600 / 750) = 0.856.
+  for (int r : {1, 2}) {
+    put(r, "self-s1.0", 512, 600, 0.80);
+    put(r, "self-s0.5", 512, 500, 0.70);
+  }
+  // L = 256: own 0.92 / 0.94 = 0.979; spec (340 / 365) / (510 / 547) = 0.999: met.
+  put(1, "self-s1.0", 256, 510, 0.94);
+  put(1, "self-s0.5", 256, 340, 0.92);
+  // L = 2048: own 0.73 / 0.80 = 0.912 (met); spec 580 / 660 = 0.879 (short).
+  put(1, "self-s1.0", 2048, 660, 0.80);
+  put(1, "self-s0.5", 2048, 580, 0.73);
+  // L = 1024, round 1 without its s = 0.5 call.
+  put(1, "self-s1.0", 1024, 640, 0.80);
+
+  const std::string s = run_summary("parity_summary.py", "'" + dir.string() + "' " + prefix);
+  fs::remove_all(dir);
+  if (s.empty()) {
+    MESSAGE("no python3 here: parity_summary.py not tried");
+    return;
+  }
+  CAPTURE(s);
+  CHECK(s.find("L =  256: 0.979 / 0.999  met") != std::string::npos);
+  CHECK(s.find("L =  512: 0.875 / 0.856  short") != std::string::npos);
+  CHECK(s.find("L = 2048: 0.912 / 0.879  met by one reading") != std::string::npos);
+  CHECK(s.find("incomplete: ['self-s1.0']") != std::string::npos);
+  CHECK(s.find("L = 1024:") == std::string::npos);  // an incomplete pair gives no ratio
+  // Round 1 times s = 1 first, round 2 s = 0.5 first.
+  CHECK(s.find("  512     1       s=1 |") != std::string::npos);
+  CHECK(s.find("  512     2     s=0.5 |") != std::string::npos);
+}
+
+TEST_CASE("alone_summary.py: each kernel's rounds, median and ratio to the first kernel") {
+  const fs::path dir = fresh_dir("gdpa-alone-summary-test");
+  const std::string prefix = "alone-20990101-000000";
+  const double base[3] = {600, 590, 610}, other[3] = {612, 606, 618};  // medians 600 and 612: x1.020
+  for (int r = 0; r < 3; ++r) {
+    write_bench_json(dir / (prefix + "-r" + std::to_string(r + 1) + "-sm90-GPU-20990101-00000" + std::to_string(r) +
+                            ".json"),
+                     {{"self-s0.5-L2048", "sm90", base[r], 0.7}});
+    write_bench_json(dir / (prefix + "-r" + std::to_string(r + 1) + "-sm90-no-skip-empty-half-GPU-20990101-00001" +
+                            std::to_string(r) + ".json"),
+                     {{"self-s0.5-L2048", "sm90-no-skip-empty-half", other[r], 0.7}});
+  }
+  const std::string s =
+      run_summary("alone_summary.py", "'" + dir.string() + "' " + prefix + " sm90,sm90-no-skip-empty-half");
+  fs::remove_all(dir);
+  if (s.empty()) {
+    MESSAGE("no python3 here: alone_summary.py not tried");
+    return;
+  }
+  CAPTURE(s);
+  CHECK(s.find("self-s0.5-L2048 fwd") != std::string::npos);
+  CHECK(s.find("600.0  590.0  610.0  median  600.0  x1.000 of sm90") != std::string::npos);
+  CHECK(s.find("612.0  606.0  618.0  median  612.0  x1.020 of sm90") != std::string::npos);
+}
