@@ -2,15 +2,12 @@
 // JSON whose numbers are known, named as experiments/parity.sh and alone_rounds.sh name theirs.
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "../../host/compile.h"
+#include "python_tools.h"
 
 namespace {
 
@@ -40,20 +37,6 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-// Runs `python3 experiments/<script> <args>`; its printout, "" where python3 is missing.
-std::string run_summary(const std::string& script, const std::string& args) {
-  if (std::system("python3 -c pass > /dev/null 2>&1") != 0) return "";
-  const fs::path out = fs::temp_directory_path() / "gdpa-summary-test.txt";
-  const std::string cmd =
-      "python3 '" + gdpa::source_root() + "/experiments/" + script + "' " + args + " > '" + out.string() + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(out);
-  std::stringstream text;
-  text << f.rdbuf();
-  fs::remove(out);
-  return rc == 0 ? text.str() : script + " failed:\n" + text.str();
-}
-
 }  // namespace
 
 TEST_CASE("parity_summary.py: the ratios by each call's limits and by the spec's, and the verdict per L") {
@@ -78,7 +61,7 @@ TEST_CASE("parity_summary.py: the ratios by each call's limits and by the spec's
   // L = 1024, round 1 without its s = 0.5 call.
   put(1, "self-s1.0", 1024, 640, 0.80);
 
-  const std::string s = run_summary("parity_summary.py", "'" + dir.string() + "' " + prefix);
+  const std::string s = gdpa::run_experiment_script("parity_summary.py", "'" + dir.string() + "' " + prefix);
   fs::remove_all(dir);
   if (s.empty()) {
     MESSAGE("no python3 here: parity_summary.py not tried");
@@ -108,7 +91,7 @@ TEST_CASE("alone_summary.py: each kernel's rounds, median and ratio to the first
                      {{"self-s0.5-L2048", "sm90-no-skip-empty-half", other[r], 0.7}});
   }
   const std::string s =
-      run_summary("alone_summary.py", "'" + dir.string() + "' " + prefix + " sm90,sm90-no-skip-empty-half");
+      gdpa::run_experiment_script("alone_summary.py", "'" + dir.string() + "' " + prefix + " sm90,sm90-no-skip-empty-half");
   fs::remove_all(dir);
   if (s.empty()) {
     MESSAGE("no python3 here: alone_summary.py not tried");

@@ -3,18 +3,14 @@
 // TraceRecord, int32 .npy).
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "../../host/compile.h"
 #include "../../host/npy.h"
 #include "../../kernels/sm90/bwd_config.h"
 #include "../../kernels/sm90/fwd_config.h"
+#include "python_tools.h"
 
 namespace {
 
@@ -81,20 +77,11 @@ std::vector<int32_t> synthetic_trace(const std::vector<Phase>& step, int tail, i
 // missing).
 std::string run_trace_script(const std::string& script, const std::vector<int32_t>& words,
                              const std::vector<int64_t>& shape) {
-  if (std::system("python3 -c pass > /dev/null 2>&1") != 0) return "";
-  const std::filesystem::path dir = std::filesystem::temp_directory_path();
-  const std::string npy = (dir / "gdpa-trace-tool-test.npy").string();
-  const std::string out = (dir / "gdpa-trace-tool-test.txt").string();
+  const std::string npy = (std::filesystem::temp_directory_path() / "gdpa-trace-tool-test.npy").string();
   gdpa::save_npy(npy, words.data(), shape);
-  const std::string cmd =
-      "python3 '" + gdpa::source_root() + "/experiments/" + script + "' '" + npy + "' > '" + out + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(out);
-  std::stringstream text;
-  text << f.rdbuf();
+  const std::string out = gdpa::run_experiment_script(script, "'" + npy + "'");
   std::filesystem::remove(npy);
-  std::filesystem::remove(out);
-  return rc == 0 ? text.str() : script + " failed:\n" + text.str();
+  return out;
 }
 
 // The three-warpgroup form (kFwdThreeConsumers): CTA 0's three warpgroups, each `shift` cycles
