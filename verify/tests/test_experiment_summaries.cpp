@@ -90,8 +90,8 @@ TEST_CASE("alone_summary.py: each kernel's rounds, median and ratio to the first
                             std::to_string(r) + ".json"),
                      {{"self-s0.5-L2048", "sm90-no-skip-empty-half", other[r], 0.7}});
   }
-  const std::string s =
-      gdpa::run_experiment_script("alone_summary.py", "'" + dir.string() + "' " + prefix + " sm90,sm90-no-skip-empty-half");
+  const std::string s = gdpa::run_experiment_script(
+      "alone_summary.py", "'" + dir.string() + "' " + prefix + " sm90,sm90-no-skip-empty-half");
   fs::remove_all(dir);
   if (s.empty()) {
     MESSAGE("no python3 here: alone_summary.py not tried");
