@@ -242,6 +242,18 @@ LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int bloc
   return cta_load_by(s, [&](const WorkTile& t) { return modelled_tile_cost(p, t, block_m, half_tile_cost); });
 }
 
+double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, const TileTimeModel& m) {
+  double useful = 0, steps = 0;
+  for (const WorkTile& t : build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, 1)) {
+    const int lq = p.len_q(t.batch);
+    const int rows = std::min(block_m, lq - t.block * block_m);
+    const bool half = rows <= block_m / 2;
+    useful += double(rows) * p.len_k(t.batch);
+    steps += (half ? m.half_step_share : 1.0) * t.work + m.boundary_steps;
+  }
+  return steps > 0 ? useful / (steps * block_m * block_n) : 0.0;
+}
+
 double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n) {
   auto round_up = [](long long x, long long b) { return (x + b - 1) / b * b; };
   double useful = 0, computed = 0;

@@ -80,6 +80,23 @@ LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms);
 // is computed.
 double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n);
 
+// A forward tile's time in inner steps, as the tile-boundary model has it: a tile of n key blocks
+// takes n steps plus `boundary_steps` at its end (the O epilogue and the next tile's first
+// activation, which nothing of its own hides: about 0.9 of a step in the sm90 forward's traces), and
+// a last query tile holding at most block_m / 2 rows takes half_step_share * n steps plus the same
+// boundary (1: it costs what a whole tile does; 0.5: its steps run in exactly half the time).
+struct TileTimeModel {
+  double boundary_steps = 0.0;
+  double half_step_share = 1.0;
+};
+// Useful score pairs per modelled step, over block_m x block_n pairs: sum Lq Lk / (block_m block_n
+// sum of the tiles' modelled steps). A dense set of whole tiles of n blocks gives n / (n + boundary).
+// The ratio of two sets' rates is the ratio of their speeds in useful FLOPs if the kernel runs the
+// model's steps equally fast on both; the sm90 forward at s = 0.5 does (PERF_NOTES, forty-first
+// session), which makes this the bound behind issue 5's parity at each L. Every pair of a sequence
+// counts as useful (no mask). 0 when nothing is computed.
+double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, const TileTimeModel& m);
+
 // A per-CTA schedule, the contract of the sm90 forward: CTA c runs tiles[cta_begin[c]] ..
 // tiles[cta_begin[c + 1] - 1] in that order (cta_begin has ctas + 1 entries). Unlike the striding
 // contract it can keep several tiles together on one CTA: the query tiles of one (sequence, head)

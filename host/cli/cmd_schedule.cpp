@@ -1,5 +1,6 @@
 // gdpa schedule — per-SM load of each tile-scheduling policy on the benchmark sets (host only).
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ int cmd_schedule(int argc, char** argv) {
         "  Last, the sm90 forward's own per-CTA schedule, its load modelled with a half-empty last query tile\n"
         "  at the cost its dealing assumes where the empty-half skip runs (0.75 of a whole one, 1 elsewhere):\n"
         "  dealt by that load (the default) and dealt in snake order.\n"
+        "  Then issue 5's parity as the tile-time model bounds it (scheduler.h TileTimeModel): the s = 0.5\n"
+        "  forward's fraction of its limit over the s = 1 forward's at each L, if both ran the model's steps\n"
+        "  equally fast, with the limits at the reference ceilings of perf/TARGETS.md (750 TFLOP/s, 4.27 TB/s).\n"
         "  --self-kv: the self sets' keys, as `gdpa bench --self-kv` (default dense: every Lk = L).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
@@ -38,12 +42,29 @@ int cmd_schedule(int argc, char** argv) {
   std::printf("%-18s %-14s %10s %10s %10s %10s\n", "set", "policy", "fwd tiles", "fwd skew", "bwd tiles", "bwd skew");
   Json padding = Json::array();
   std::vector<std::string> padding_lines, traffic_lines, balance_lines;
+  // Issue 5's parity under the tile-time model. Three models: the half tile at the 0.75 of a whole
+  // one that the dealing assumes (thirty-ninth session's measurement; no boundary term needed); half
+  // steps at exactly half with the measured boundary of 0.9 step; and with no boundary at all.
+  const TileTimeModel parity_models[3] = {{0.0, 0.75}, {0.9, 0.5}, {0.0, 0.5}};
+  const Ceilings reference{750.0, 4270.0};  // perf/TARGETS.md
+  struct ParitySide {
+    double rate[3] = {0, 0, 0};
+    double limit = 0;
+    bool seen = false;
+  };
+  std::map<int, ParitySide> parity_dense, parity_half;  // by L: self s = 1, self s = 0.5
   for (const BenchSet& set : seed_bench_sets(self_kv)) {
     const ProblemDesc p = bench_problem(set, seed, default_bench_base());
     const double eff_f = tile_padding_efficiency(p, bm, bn), eff_b = tile_padding_efficiency(p, 64, bn);
     char line[160];
     std::snprintf(line, sizeof line, "%-18s %10.3f %10.3f", set.name.c_str(), eff_f, eff_b);
     padding_lines.push_back(line);
+    if (set.family == "self" && (set.sparsity == 1.0 || set.sparsity == 0.5)) {
+      ParitySide& side = (set.sparsity == 1.0 ? parity_dense : parity_half)[set.max_len];
+      for (int k = 0; k < 3; ++k) side.rate[k] = modelled_useful_rate(p, bm, bn, parity_models[k]);
+      side.limit = set_limit(p, false, reference).limit_tflops;
+      side.seen = true;
+    }
     // Forward L2 traffic over the minimum, four loading schemes (sm90.h sm90_forward_traffic); the
     // last is the kernel's: rows past a sequence's end are not read, K/V kept.
     double traffic[4];
@@ -100,8 +121,26 @@ int cmd_schedule(int argc, char** argv) {
   std::printf("\nsm90 forward's per-CTA schedule, modelled load (max / mean) with a half-empty last tile at the cost:\n");
   std::printf("%-18s %10s %10s %10s\n", "set", "half cost", "dealt", "snake");
   for (const std::string& l : balance_lines) std::printf("%s\n", l.c_str());
+  std::printf("\nissue 5's parity bound: (s = 0.5 fraction of limit) / (s = 1 fraction) at equal speed per modelled\n"
+              "step; half tile = half-step share x a whole tile's steps, plus the boundary (criterion: >= 0.90):\n");
+  std::printf("%-6s %14s %14s %14s\n", "L", "h 0.75", "0.5 + 0.9 bnd", "0.5, no bnd");
+  Json parity = Json::array();
+  for (const auto& [len, dense] : parity_dense) {
+    const ParitySide& half = parity_half[len];
+    if (!dense.seen || !half.seen || dense.limit <= 0 || half.limit <= 0) continue;
+    double bound[3];
+    for (int k = 0; k < 3; ++k)
+      bound[k] = dense.rate[k] > 0 ? (half.rate[k] / half.limit) / (dense.rate[k] / dense.limit) : 0;
+    std::printf("%-6d %14.3f %14.3f %14.3f\n", len, bound[0], bound[1], bound[2]);
+    parity.push(Json::object()
+                    .set("len", Json::number(len))
+                    .set("half_at_0.75", Json::number(bound[0]))
+                    .set("half_steps_0.5_boundary_0.9", Json::number(bound[1]))
+                    .set("half_steps_0.5_no_boundary", Json::number(bound[2])));
+  }
   Json root = Json::object();
   root.set("padding_efficiency", padding);
+  root.set("parity_model", parity);
   root.set("what", Json::string("per-SM load skew (max/mean of tile work) of each scheduling policy"))
       .set("block_m", Json::number(bm))
       .set("block_n", Json::number(bn))

@@ -205,6 +205,25 @@ TEST_CASE("tile padding efficiency: useful over computed score pairs") {
   CHECK(tile_padding_efficiency(with_lengths({0}, {0}), 128, 128) == doctest::Approx(1.0));
 }
 
+TEST_CASE("tile-time model: useful pairs per modelled step") {
+  const TileTimeModel boundary{0.9, 0.5};
+  // Whole tiles of four key blocks, every pair useful: 4 / (4 + 0.9) of a pair per slot and step.
+  CHECK(modelled_useful_rate(with_lengths({256, 128}, {512, 512}), 128, 128, boundary) ==
+        doctest::Approx(4.0 / 4.9));
+  // A whole tile and a half-empty one (64 rows) against 512 keys: 128 + 64 rows of 512 useful
+  // keys over (4 + 0.9) + (0.5 * 4 + 0.9) steps of 128 x 128 pairs, per head.
+  const ProblemDesc p = with_lengths({192}, {512});
+  CHECK(modelled_useful_rate(p, 128, 128, boundary) == doctest::Approx(192.0 * 512 / (7.8 * 128 * 128)));
+  // The same half tile at a whole tile's cost, and with a 65-row last tile (not half-empty).
+  CHECK(modelled_useful_rate(p, 128, 128, {0.0, 1.0}) == doctest::Approx(192.0 * 512 / (8.0 * 128 * 128)));
+  CHECK(modelled_useful_rate(with_lengths({193}, {512}), 128, 128, boundary) ==
+        doctest::Approx(193.0 * 512 / (9.8 * 128 * 128)));
+  // Key padding: 100 keys fill one block of 128, and the rate counts only the 100.
+  CHECK(modelled_useful_rate(with_lengths({128}, {100}), 128, 128, {0.0, 1.0}) == doctest::Approx(100.0 / 128));
+  // Nothing computed.
+  CHECK(modelled_useful_rate(with_lengths({0}, {0}), 128, 128, boundary) == 0.0);
+}
+
 TEST_CASE("per-CTA schedule: the query tiles of a short-KV (sequence, head) stay together, pairs included") {
   // Lq = 256 / Lk = 256 (two query tiles, two KV blocks: fits a two-block ring), Lq = 384 / Lk = 128
   // (three tiles, one block), Lq = 100 (one tile) and Lk = 384 (three blocks: too many to keep).
