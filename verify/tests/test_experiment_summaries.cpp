@@ -1,5 +1,6 @@
 // test_experiment_summaries.cpp — experiments/parity_summary.py and alone_summary.py against bench
-// JSON whose numbers are known, named as experiments/parity.sh and alone_rounds.sh name theirs.
+// JSON whose numbers are known, named as experiments/parity.sh and alone_rounds.sh name theirs, and
+// traffic_summary.py against ncu CSV as experiments/traffic.sh keeps it.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -101,4 +102,55 @@ TEST_CASE("alone_summary.py: each kernel's rounds, median and ratio to the first
   CHECK(s.find("self-s0.5-L2048 fwd") != std::string::npos);
   CHECK(s.find("600.0  590.0  610.0  median  600.0  x1.000 of sm90") != std::string::npos);
   CHECK(s.find("612.0  606.0  618.0  median  612.0  x1.020 of sm90") != std::string::npos);
+}
+
+namespace {
+
+// An ncu CSV as experiments/traffic.sh keeps it: the program's printout, then one row per metric
+// (only the columns traffic_summary.py reads, plus one it skips), in the units given.
+void write_ncu_csv(const fs::path& path, const std::vector<std::vector<std::string>>& metrics) {
+  std::ofstream f(path);
+  f << "GPU NVIDIA H200 (sm_90, 132 SMs); kernel sm90\nforward :  1.000 ms\n";
+  f << "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n";
+  for (const auto& m : metrics)
+    f << "\"0\",\"void gdpa_fwd<0, 128, 3, 0, 1>(TensorMap)\",\"" << m[0] << "\",\"" << m[1] << "\",\"" << m[2]
+      << "\"\n";
+}
+
+}  // namespace
+
+TEST_CASE("traffic_summary.py: time, clock and bytes per launch, in ms, GHz and GB, over the first file's") {
+  const fs::path dir = fresh_dir("gdpa-traffic-summary-test");
+  const fs::path a = dir / "traffic-fwd-sm90-20990101-000000.csv";
+  const fs::path b = dir / "traffic-fwd-sm90-no-skip-empty-half-20990101-000000.csv";
+  write_ncu_csv(a, {{"dram__bytes_read.sum", "byte", "7,090,000,000"},
+                    {"dram__bytes_write.sum", "byte", "1,210,000,000"},
+                    {"lts__t_bytes.sum", "byte", "49,500,000,000"},
+                    {"gpu__time_duration.sum", "ns", "7,300,000"},
+                    {"sm__cycles_elapsed.avg.per_second", "hz", "1,660,000,000"},
+                    {"lts__t_sector_hit_rate.pct", "%", "75.8"}});
+  // The same counts in the larger units ncu may choose: 7.446 ms, 6.13 / 1.21 / 38.61 GB, 1.7 GHz.
+  write_ncu_csv(b, {{"dram__bytes_read.sum", "Gbyte", "6.13"},
+                    {"dram__bytes_write.sum", "Mbyte", "1,210"},
+                    {"lts__t_bytes.sum", "Gbyte", "38.61"},
+                    {"gpu__time_duration.sum", "usecond", "7,446"},
+                    {"sm__cycles_elapsed.avg.per_second", "Ghz", "1.70"}});
+  const fs::path missing = dir / "traffic-fwd-broken-20990101-000000.csv";
+  write_ncu_csv(missing, {{"gpu__time_duration.sum", "ns", "1"}});
+  const std::string s =
+      gdpa::run_experiment_script("traffic_summary.py", "'" + a.string() + "' '" + b.string() + "'");
+  const std::string broken = gdpa::run_experiment_script("traffic_summary.py", "'" + missing.string() + "'");
+  fs::remove_all(dir);
+  if (s.empty()) {
+    MESSAGE("no python3 here: traffic_summary.py not tried");
+    return;
+  }
+  CAPTURE(s);
+  CHECK(s.find("sm90                                  7.300  1.660        7.09        1.21    49.50   x1.000 x1.000 "
+               "x1.000") != std::string::npos);
+  CHECK(s.find("sm90-no-skip-empty-half               7.446  1.700        6.13        1.21    38.61   x1.020 x0.865 "
+               "x0.780") != std::string::npos);
+  // A launch ncu did not profile (metrics missing) is an error, not a row of zeros.
+  CHECK(broken.find("failed") != std::string::npos);
+  CHECK(broken.find("no clock_ghz, dram_read_gb") != std::string::npos);
 }
