@@ -254,6 +254,29 @@ double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, cons
   return steps > 0 ? useful / (steps * block_m * block_n) : 0.0;
 }
 
+double modelled_parity(const ProblemDesc& half, double limit_half, const ProblemDesc& dense, double limit_dense,
+                       int block_m, int block_n, const TileTimeModel& m) {
+  const double rate_dense = modelled_useful_rate(dense, block_m, block_n, m);
+  if (rate_dense <= 0 || limit_half <= 0 || limit_dense <= 0) return 0.0;
+  return (modelled_useful_rate(half, block_m, block_n, m) / limit_half) / (rate_dense / limit_dense);
+}
+
+double largest_boundary_reaching(double target, const ProblemDesc& half, double limit_half, const ProblemDesc& dense,
+                                 double limit_dense, int block_m, int block_n, double half_step_share,
+                                 double max_boundary) {
+  auto parity = [&](double b) {
+    return modelled_parity(half, limit_half, dense, limit_dense, block_m, block_n, {b, half_step_share});
+  };
+  if (parity(0.0) < target) return -1.0;
+  if (parity(max_boundary) >= target) return max_boundary;
+  double lo = 0.0, hi = max_boundary;  // parity(lo) >= target > parity(hi)
+  for (int i = 0; i < 40; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (parity(mid) >= target ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n) {
   auto round_up = [](long long x, long long b) { return (x + b - 1) / b * b; };
   double useful = 0, computed = 0;

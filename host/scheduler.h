@@ -97,6 +97,17 @@ struct TileTimeModel {
 // counts as useful (no mask). 0 when nothing is computed.
 double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, const TileTimeModel& m);
 
+// Issue 5's parity as the model gives it for two sets of the same L: the set with half-empty tiles
+// over the dense one, each rate over its set's limit (bench.h set_limit).
+double modelled_parity(const ProblemDesc& half, double limit_half, const ProblemDesc& dense, double limit_dense,
+                       int block_m, int block_n, const TileTimeModel& m);
+// The largest boundary in [0, max_boundary] steps at which modelled_parity, with the half tiles'
+// steps at m.half_step_share, still reaches `target` (the parity falls as the boundary grows):
+// -1 when it falls short even with no boundary, max_boundary when it reaches it throughout.
+double largest_boundary_reaching(double target, const ProblemDesc& half, double limit_half, const ProblemDesc& dense,
+                                 double limit_dense, int block_m, int block_n, double half_step_share,
+                                 double max_boundary = 2.0);
+
 // A per-CTA schedule, the contract of the sm90 forward: CTA c runs tiles[cta_begin[c]] ..
 // tiles[cta_begin[c + 1] - 1] in that order (cta_begin has ctas + 1 entries). Unlike the striding
 // contract it can keep several tiles together on one CTA: the query tiles of one (sequence, head)

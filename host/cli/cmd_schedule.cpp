@@ -29,7 +29,8 @@ int cmd_schedule(int argc, char** argv) {
         "  dealt by that load (the default) and dealt in snake order.\n"
         "  Then issue 5's parity as the tile-time model bounds it (scheduler.h TileTimeModel): the s = 0.5\n"
         "  forward's fraction of its limit over the s = 1 forward's at each L, if both ran the model's steps\n"
-        "  equally fast, with the limits at the reference ceilings of perf/TARGETS.md (750 TFLOP/s, 4.27 TB/s).\n"
+        "  equally fast, with the limits at the reference ceilings of perf/TARGETS.md (750 TFLOP/s, 4.27 TB/s),\n"
+        "  and the longest tile boundary at which half tiles at exactly half the steps still reach 0.90.\n"
         "  --self-kv: the self sets' keys, as `gdpa bench --self-kv` (default dense: every Lk = L).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
@@ -48,7 +49,7 @@ int cmd_schedule(int argc, char** argv) {
   const TileTimeModel parity_models[3] = {{0.0, 0.75}, {0.9, 0.5}, {0.0, 0.5}};
   const Ceilings reference{750.0, 4270.0};  // perf/TARGETS.md
   struct ParitySide {
-    double rate[3] = {0, 0, 0};
+    ProblemDesc problem;
     double limit = 0;
     bool seen = false;
   };
@@ -61,7 +62,7 @@ int cmd_schedule(int argc, char** argv) {
     padding_lines.push_back(line);
     if (set.family == "self" && (set.sparsity == 1.0 || set.sparsity == 0.5)) {
       ParitySide& side = (set.sparsity == 1.0 ? parity_dense : parity_half)[set.max_len];
-      for (int k = 0; k < 3; ++k) side.rate[k] = modelled_useful_rate(p, bm, bn, parity_models[k]);
+      side.problem = p;
       side.limit = set_limit(p, false, reference).limit_tflops;
       side.seen = true;
     }
@@ -123,20 +124,31 @@ int cmd_schedule(int argc, char** argv) {
   for (const std::string& l : balance_lines) std::printf("%s\n", l.c_str());
   std::printf("\nissue 5's parity bound: (s = 0.5 fraction of limit) / (s = 1 fraction) at equal speed per modelled\n"
               "step; half tile = half-step share x a whole tile's steps, plus the boundary (criterion: >= 0.90):\n");
-  std::printf("%-6s %14s %14s %14s\n", "L", "h 0.75", "0.5 + 0.9 bnd", "0.5, no bnd");
+  std::printf("%-6s %14s %14s %14s %16s\n", "L", "h 0.75", "0.5 + 0.9 bnd", "0.5, no bnd", "bnd for 0.90");
   Json parity = Json::array();
   for (const auto& [len, dense] : parity_dense) {
     const ParitySide& half = parity_half[len];
-    if (!dense.seen || !half.seen || dense.limit <= 0 || half.limit <= 0) continue;
+    if (!dense.seen || !half.seen) continue;
     double bound[3];
     for (int k = 0; k < 3; ++k)
-      bound[k] = dense.rate[k] > 0 ? (half.rate[k] / half.limit) / (dense.rate[k] / dense.limit) : 0;
-    std::printf("%-6d %14.3f %14.3f %14.3f\n", len, bound[0], bound[1], bound[2]);
+      bound[k] = modelled_parity(half.problem, half.limit, dense.problem, dense.limit, bm, bn, parity_models[k]);
+    // The longest tile boundary at which half tiles at exactly half the steps still reach the criterion.
+    const double reach =
+        largest_boundary_reaching(0.90, half.problem, half.limit, dense.problem, dense.limit, bm, bn, 0.5);
+    char reach_text[32];
+    if (reach < 0)
+      std::snprintf(reach_text, sizeof reach_text, "none");
+    else if (reach >= 2.0)  // the search's upper end: every boundary up to 2 steps reaches it
+      std::snprintf(reach_text, sizeof reach_text, "any up to 2");
+    else
+      std::snprintf(reach_text, sizeof reach_text, "<= %.2f step", reach);
+    std::printf("%-6d %14.3f %14.3f %14.3f %16s\n", len, bound[0], bound[1], bound[2], reach_text);
     parity.push(Json::object()
                     .set("len", Json::number(len))
                     .set("half_at_0.75", Json::number(bound[0]))
                     .set("half_steps_0.5_boundary_0.9", Json::number(bound[1]))
-                    .set("half_steps_0.5_no_boundary", Json::number(bound[2])));
+                    .set("half_steps_0.5_no_boundary", Json::number(bound[2]))
+                    .set("largest_boundary_for_0.90_with_half_steps_0.5", Json::number(reach)));
   }
   Json root = Json::object();
   root.set("padding_efficiency", padding);

@@ -224,6 +224,20 @@ TEST_CASE("tile-time model: useful pairs per modelled step") {
   CHECK(modelled_useful_rate(with_lengths({0}, {0}), 128, 128, boundary) == 0.0);
 }
 
+TEST_CASE("tile-time model: the parity of two sets and the longest boundary that keeps it") {
+  // Dense: two whole tiles of four blocks, rate 4 / (4 + b). Half: a whole tile and a half-empty one,
+  // rate 192 x 512 / ((4 + b + 2 + b) x 128 x 128) = 6 / (6 + 2b). With equal limits the parity is
+  // (24 + 6b) / (24 + 8b): 1 with no boundary, 0.95 at b = 0.75.
+  const ProblemDesc dense = with_lengths({256}, {512}), half = with_lengths({192}, {512});
+  for (double b : {0.0, 0.3, 0.9})
+    CHECK(modelled_parity(half, 1.0, dense, 1.0, 128, 128, {b, 0.5}) == doctest::Approx((24 + 6 * b) / (24 + 8 * b)));
+  // Limits scale it: a half set with half the limit doubles its fraction.
+  CHECK(modelled_parity(half, 0.5, dense, 1.0, 128, 128, {0.0, 0.5}) == doctest::Approx(2.0));
+  CHECK(largest_boundary_reaching(0.95, half, 1.0, dense, 1.0, 128, 128, 0.5) == doctest::Approx(0.75).epsilon(1e-6));
+  CHECK(largest_boundary_reaching(1.01, half, 1.0, dense, 1.0, 128, 128, 0.5) == -1.0);  // not even at b = 0
+  CHECK(largest_boundary_reaching(0.50, half, 1.0, dense, 1.0, 128, 128, 0.5) == 2.0);   // at every b searched
+}
+
 TEST_CASE("per-CTA schedule: the query tiles of a short-KV (sequence, head) stay together, pairs included") {
   // Lq = 256 / Lk = 256 (two query tiles, two KV blocks: fits a two-block ring), Lq = 384 / Lk = 128
   // (three tiles, one block), Lq = 100 (one tile) and Lk = 384 (three blocks: too many to keep).
