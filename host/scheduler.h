@@ -82,7 +82,8 @@ double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n);
 
 // A forward tile's time in inner steps, as the tile-boundary model has it: a tile of n key blocks
 // takes n steps plus `boundary_steps` at its end (the O epilogue and the next tile's first
-// activation, which nothing of its own hides: about 0.9 of a step in the sm90 forward's traces), and
+// activation, which nothing of its own hides: about 0.9 of a step in the sm90 forward, from its times
+// at different key lengths, PERF_NOTES sixth and twentieth sessions), and
 // a last query tile holding at most block_m / 2 rows takes half_step_share * n steps plus the same
 // boundary (1: it costs what a whole tile does; 0.5: its steps run in exactly half the time).
 struct TileTimeModel {
