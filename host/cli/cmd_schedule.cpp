@@ -63,12 +63,6 @@ int cmd_schedule(int argc, char** argv) {
     char line[160];
     std::snprintf(line, sizeof line, "%-18s %10.3f %10.3f", set.name.c_str(), eff_f, eff_b);
     padding_lines.push_back(line);
-    if (set.family == "self" && (set.sparsity == 1.0 || set.sparsity == 0.5)) {
-      ParitySide& side = (set.sparsity == 1.0 ? parity_dense : parity_half)[set.max_len];
-      side.problem = p;
-      side.limit = set_limit(p, false, reference).limit_tflops;
-      side.seen = true;
-    }
     // Forward L2 traffic over the minimum, four loading schemes (sm90.h sm90_forward_traffic); the
     // last is the kernel's: rows past a sequence's end are not read, K/V kept.
     double traffic[4];
@@ -85,7 +79,8 @@ int cmd_schedule(int argc, char** argv) {
     traffic_lines.push_back(line);
     const Sm90ForwardBalance bal = sm90_forward_balance(p, sms);
     if (set.family == "self" && (set.sparsity == 1.0 || set.sparsity == 0.5))
-      (set.sparsity == 1.0 ? parity_dense : parity_half)[set.max_len].skew = bal.dealt_skew;
+      (set.sparsity == 1.0 ? parity_dense : parity_half)[set.max_len] =
+          ParitySide{p, set_limit(p, false, reference).limit_tflops, bal.dealt_skew, true};
     std::snprintf(line, sizeof line, "%-18s %10.2f %10.3f %10.3f", set.name.c_str(), bal.half_tile_cost,
                   bal.dealt_skew, bal.snake_skew);
     balance_lines.push_back(line);
