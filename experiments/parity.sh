@@ -12,15 +12,17 @@
 #   usage: experiments/parity.sh [OUT]      (OUT default: experiments/results)
 #   ROUNDS (default 2): pairs per L; odd rounds time s = 1 first, even rounds s = 0.5 first.
 #   LENS (default "256 512 1024 2048").
+#   KERNEL (default sm90): the forward timed, e.g. a schedule variant under test.
 # Prints, per L and round, both fractions and their ratio, with each call's limits and with the
 # spec's (perf/TARGETS.md); experiments/parity_summary.py does that from the JSON.
 set -euo pipefail
 ROUNDS=${ROUNDS:-2}
+KERNEL=${KERNEL:-sm90}
 LENS=${LENS:-256 512 1024 2048}
 BENCH_INTERLEAVE=0  # one kernel per call: nothing to interleave
 source "$(dirname "$0")/lib.sh"
 exp_init "${1:-}"
-require_kernels sm90
+require_kernels "$KERNEL"
 
 stamp=$(date +%Y%m%d-%H%M%S)
 prefix="parity-pairs-$stamp"
@@ -28,8 +30,8 @@ for r in $(seq 1 "$ROUNDS"); do
   for L in $LENS; do
     if [ $((r % 2)) = 1 ]; then order="self-s1.0 self-s0.5"; else order="self-s0.5 self-s1.0"; fi
     for fam in $order; do
-      bench "$prefix-r$r-$fam-L$L" sm90 "$fam-L$L" fwd
+      bench "$prefix-r$r-$fam-L$L" "$KERNEL" "$fam-L$L" fwd
     done
   done
 done
-python3 "$EXP_ROOT/experiments/parity_summary.py" "$OUT" "$prefix"
+python3 "$EXP_ROOT/experiments/parity_summary.py" "$OUT" "$prefix" "$KERNEL"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """parity_summary.py — issue 5's parity from the JSON of experiments/parity.sh.
 
-usage: parity_summary.py DIR PREFIX
+usage: parity_summary.py DIR PREFIX [KERNEL]   (KERNEL: the forward timed, default sm90)
 
 For every L and round: the s = 1 and s = 0.5 forwards' TFLOP/s, their fractions of the set's physical
 limit and the ratio s = 0.5 / s = 1 (the criterion asks for >= 0.90), once with each call's own
@@ -24,25 +24,26 @@ CRITERION = 0.90
 NAME = re.compile(r"-r(\d+)-(self-s[01]\.[05])-L(\d+)-")
 
 
-def forward_row(path):
+def forward_row(path, kernel):
     with open(path) as f:
-        rows = [r for r in json.load(f)["rows"] if r["kernel"] == "sm90" and r["direction"] == "fwd"]
+        rows = [r for r in json.load(f)["rows"] if r["kernel"] == kernel and r["direction"] == "fwd"]
     if len(rows) != 1:
-        raise SystemExit(f"{path}: expected one sm90 forward row, found {len(rows)}")
+        raise SystemExit(f"{path}: expected one {kernel} forward row, found {len(rows)}")
     return rows[0]
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         raise SystemExit(__doc__)
     directory, prefix = sys.argv[1], sys.argv[2]
+    kernel = sys.argv[3] if len(sys.argv) == 4 else "sm90"
     runs = {}  # (round, L) -> {family: row}
     for path in sorted(glob.glob(os.path.join(directory, prefix + "-r*-self-s*-L*-*.json"))):
         m = NAME.search(os.path.basename(path)[len(prefix):])
         if not m:
             continue
         rnd, fam, length = int(m.group(1)), m.group(2), int(m.group(3))
-        runs.setdefault((rnd, length), {})[fam] = forward_row(path)
+        runs.setdefault((rnd, length), {})[fam] = forward_row(path, kernel)
     if not runs:
         raise SystemExit(f"no JSON named {prefix}-r*-self-s*-L*-*.json in {directory}")
 

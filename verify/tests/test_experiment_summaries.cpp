@@ -79,6 +79,29 @@ TEST_CASE("parity_summary.py: the ratios by each call's limits and by the spec's
   CHECK(s.find("  512     2     s=0.5 |") != std::string::npos);
 }
 
+TEST_CASE("parity_summary.py: KERNEL picks the forward timed; a call without it is an error") {
+  const fs::path dir = fresh_dir("gdpa-parity-kernel-test");
+  const std::string prefix = "parity-pairs-20990101-000001";
+  // Each call holds the default's row and a variant's: own limits 0.70 / 0.80 = 0.875 for sm90,
+  // 0.76 / 0.80 = 0.950 for the variant.
+  for (const auto& [set, f_sm90, f_var] : {std::make_tuple("self-s1.0", 0.80, 0.80), std::make_tuple("self-s0.5", 0.70, 0.76)})
+    write_bench_json(dir / (prefix + "-r1-" + set + "-L512-GPU-20990101-000001.json"),
+                     {{std::string(set) + "-L512", "sm90", 600 * f_sm90, f_sm90},
+                      {std::string(set) + "-L512", "sm90-fwd-half-apart", 600 * f_var, f_var}});
+  const std::string d = "'" + dir.string() + "' " + prefix;
+  const std::string base = gdpa::run_experiment_script("parity_summary.py", d);
+  const std::string var = gdpa::run_experiment_script("parity_summary.py", d + " sm90-fwd-half-apart");
+  const std::string none = gdpa::run_experiment_script("parity_summary.py", d + " sm90-no-such-kernel");
+  fs::remove_all(dir);
+  if (base.empty()) {
+    MESSAGE("no python3 here: parity_summary.py not tried");
+    return;
+  }
+  CHECK(base.find("L =  512: 0.875 /") != std::string::npos);
+  CHECK(var.find("L =  512: 0.950 /") != std::string::npos);
+  CHECK(none.find("expected one sm90-no-such-kernel forward row, found 0") != std::string::npos);
+}
+
 TEST_CASE("alone_summary.py: each kernel's rounds, median and ratio to the first kernel") {
   const fs::path dir = fresh_dir("gdpa-alone-summary-test");
   const std::string prefix = "alone-20990101-000000";
