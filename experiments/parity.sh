@@ -26,6 +26,7 @@ require_kernels "$KERNEL"
 
 stamp=$(date +%Y%m%d-%H%M%S)
 prefix="parity-pairs-$stamp"
+[ "$KERNEL" = sm90 ] || prefix="parity-pairs-${KERNEL#sm90-}-$stamp"  # a variant's runs named apart
 for r in $(seq 1 "$ROUNDS"); do
   for L in $LENS; do
     if [ $((r % 2)) = 1 ]; then order="self-s1.0 self-s0.5"; else order="self-s0.5 self-s1.0"; fi

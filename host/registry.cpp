@@ -115,12 +115,6 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "unordered-no-red";
     return make_sm90_kernel(o);
   }
-  if (name == "sm90-fwd-half-apart") {  // forward: half-empty last query tiles on CTAs of their own
-    Sm90Options o;
-    o.fwd_half_tiles_apart = true;
-    o.label = "fwd-half-apart";
-    return make_sm90_kernel(o);
-  }
   int n = 0;
   // sm90-fwd-halfN: the forward's schedule models a half-empty last query tile at N hundredths of a
   // whole one (host/scheduler.h half_tile_cost); 100 is the snake.
@@ -199,7 +193,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-three-wg, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-half-apart, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
+                           "sm90-three-wg, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
                            "kFwdAllFlags / kBwdAllFlags, sm90-fwd-trace, sm90-bwd-trace)");
 }
 
@@ -208,7 +202,7 @@ std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfus
 std::vector<std::string> ablation_kernel_names() {
   std::vector<std::string> v = {"sm90-unordered-dq",     "sm90-unordered-no-red", "sm90-dq-finish-always",
                                 "sm90-dq-follow-always", "sm90-softmax",          "sm90-act-mix4",
-                                "sm90-three-wg",         "sm90-fwd-half-apart"};
+                                "sm90-three-wg"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

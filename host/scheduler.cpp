@@ -2,7 +2,6 @@
 #include "scheduler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 #include <queue>
 #include <string>
@@ -55,28 +54,6 @@ std::vector<WorkTile> deal_zigzag(const std::vector<WorkTile>& sorted, int worke
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return load[a] < load[b]; });
   for (size_t i = 0; i < k; ++i) out[base + order[i]] = sorted[base + i];
   return out;
-}
-
-// Deals `ids` (in their order) each to the least loaded of CTAs [first, first + n), ties to the
-// lowest CTA, so that equal costs go round-robin; appends to (*per_cta)[cta]. Returns the largest
-// load among those CTAs.
-double deal_by_load(const std::vector<size_t>& ids, const std::vector<double>& cost, int first, int n,
-                    std::vector<std::vector<size_t>>* per_cta) {
-  using Load = std::pair<double, int>;
-  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_at;
-  for (int c = first; c < first + n; ++c) free_at.push({0.0, c});
-  for (size_t u : ids) {
-    const Load l = free_at.top();
-    free_at.pop();
-    (*per_cta)[size_t(l.second)].push_back(u);
-    free_at.push({l.first + cost[u], l.second});
-  }
-  double span = 0;
-  while (!free_at.empty()) {
-    span = std::max(span, free_at.top().first);
-    free_at.pop();
-  }
-  return span;
 }
 
 }  // namespace
@@ -177,8 +154,7 @@ double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, 
 }
 
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, double half_tile_cost,
-                                   bool half_tiles_apart) {
+                                   int num_sms, int resident_blocks, double half_tile_cost) {
   // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
   // adjacent and in increasing block order.
   const std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
@@ -209,40 +185,18 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
   const int ctas = int(std::min<size_t>(units.size(), size_t(num_sms)));
   std::vector<std::vector<size_t>> per_cta(static_cast<size_t>(ctas));
   if (policy == SchedulePolicy::kZigzag && half_tile_cost != 1.0 && ctas > 0) {
-    std::vector<double> cost(units.size(), 0.0);
-    std::vector<char> half(units.size(), 0);
+    // Least modelled load first, ties to the lowest CTA: with equal costs this deals round-robin.
+    using Load = std::pair<double, int>;
+    std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_at;
+    for (int c = 0; c < ctas; ++c) free_at.push({0.0, c});
     for (size_t u = 0; u < units.size(); ++u) {
+      double cost = 0;
       for (size_t k = 0; k < units[u].count; ++k)
-        cost[u] += modelled_tile_cost(p, tiles[units[u].first + k], block_m, half_tile_cost);
-      half[u] = units[u].count == 1 && cost[u] < double(units[u].cost);
-    }
-    std::vector<size_t> all(units.size()), whole_units, half_units;
-    for (size_t u = 0; u < units.size(); ++u) {
-      all[u] = u;
-      (half[u] ? half_units : whole_units).push_back(u);
-    }
-    if (!half_tiles_apart || half_units.empty() || whole_units.empty() || ctas < 2) {
-      deal_by_load(all, cost, 0, ctas, &per_cta);
-    } else {
-      // Half tiles on CTAs of their own: the whole tiles then keep equal costs on their CTAs,
-      // which stay in step, so a (sequence, head)'s whole tiles start together and their K / V
-      // requests reach L2 at the same moment. The number of half-tile CTAs is the one that gives
-      // the shortest modelled makespan, searched around the half tiles' share of the work.
-      double half_work = 0, total = 0;
-      for (size_t u = 0; u < units.size(); ++u) (half[u] ? half_work : total) += cost[u];
-      total += half_work;
-      const int guess = int(std::lround(ctas * half_work / total));
-      double best = -1;
-      std::vector<std::vector<size_t>> trial;
-      for (int h = std::max(1, guess - 3); h <= std::min(ctas - 1, guess + 3); ++h) {
-        trial.assign(size_t(ctas), {});
-        const double span = std::max(deal_by_load(whole_units, cost, 0, ctas - h, &trial),
-                                     deal_by_load(half_units, cost, ctas - h, h, &trial));
-        if (best < 0 || span < best - 1e-9) {
-          best = span;
-          per_cta = trial;
-        }
-      }
+        cost += modelled_tile_cost(p, tiles[units[u].first + k], block_m, half_tile_cost);
+      const Load l = free_at.top();
+      free_at.pop();
+      per_cta[size_t(l.second)].push_back(u);
+      free_at.push({l.first + cost, l.second});
     }
   } else {
     for (size_t u = 0; u < units.size(); ++u) {
@@ -286,45 +240,6 @@ LoadStats cta_load(const CtaSchedule& s) {
 
 LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int block_m, double half_tile_cost) {
   return cta_load_by(s, [&](const WorkTile& t) { return modelled_tile_cost(p, t, block_m, half_tile_cost); });
-}
-
-double siblings_starting_together(const ProblemDesc& p, const CtaSchedule& s, int block_m, double half_tile_cost) {
-  // A tile's start as two sums: the modelled cost of the whole tiles and of the half tiles its CTA
-  // ran before it. Two starts count as one moment only when both sums agree: four half tiles
-  // (3.0) and three whole ones land on the same modelled time, but a half tile's real time is not
-  // exactly its model's, so CTAs with different histories are not in step on the GPU.
-  struct Start {
-    double whole = 0, half = 0;
-  };
-  const size_t heads = size_t(p.heads_q);
-  auto group = [&](const WorkTile& t) { return size_t(t.batch) * heads + size_t(t.head); };
-  std::vector<Start> start(s.tiles.size());
-  std::vector<char> loads_kv(s.tiles.size(), 1);
-  for (int c = 0; c < s.ctas(); ++c) {
-    Start t;
-    for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
-      const WorkTile& w = s.tiles[size_t(i)];
-      start[size_t(i)] = t;
-      // A tile right after a sibling on its own CTA takes the same K / V there (kept resident, or
-      // read again at once): it has no requests of its own to line up.
-      if (i > s.cta_begin[size_t(c)] && group(s.tiles[size_t(i) - 1]) == group(w)) loads_kv[size_t(i)] = 0;
-      const double cost = modelled_tile_cost(p, w, block_m, half_tile_cost);
-      (cost < tile_cost(w) ? t.half : t.whole) += cost;
-    }
-  }
-  // The start of each (sequence, head)'s first query tile (block 0 exists whenever the group does).
-  std::vector<Start> first(size_t(p.batch()) * heads);
-  for (size_t i = 0; i < s.tiles.size(); ++i)
-    if (s.tiles[i].block == 0) first[group(s.tiles[i])] = start[i];
-  auto same = [](double a, double b) { return std::fabs(a - b) <= 1e-6 * (1.0 + std::fabs(b)); };
-  size_t counted = 0, together = 0;
-  for (size_t i = 0; i < s.tiles.size(); ++i) {
-    if (!loads_kv[i]) continue;
-    ++counted;
-    const Start& f = first[group(s.tiles[i])];
-    if (same(start[i].whole, f.whole) && same(start[i].half, f.half)) ++together;
-  }
-  return counted ? double(together) / double(counted) : 1.0;
 }
 
 double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, const TileTimeModel& m) {

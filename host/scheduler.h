@@ -129,15 +129,8 @@ struct CtaSchedule {
 // far instead of the snake. The order is kept because the query tiles of a (sequence, head) share
 // its K and V in L2 only while they run at about the same time on different CTAs; sorting the
 // cheaper tiles last would leave each to fetch its keys from DRAM again.
-//
-// half_tiles_apart (with half_tile_cost < 1): the half tiles, still in the policy's order, go by
-// load to a set of CTAs of their own and the other units by load to the rest, the split that gives
-// the shortest modelled makespan. Mixed on one CTA, a tile cheaper than its neighbours shifts that
-// CTA's later starts off its neighbours', and the query tiles of a (sequence, head) then start at
-// different moments; apart, the whole tiles keep their CTAs in step (siblings_starting_together).
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, double half_tile_cost = 1.0,
-                                   bool half_tiles_apart = false);
+                                   int num_sms, int resident_blocks, double half_tile_cost = 1.0);
 // The cost build_forward_schedule models for tile t (tile_cost, or half_tile_cost of it for a last
 // tile of at most block_m / 2 rows).
 double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost);
@@ -145,11 +138,5 @@ double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, 
 LoadStats cta_load(const CtaSchedule& s);
 // The same with modelled_tile_cost.
 LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int block_m, double half_tile_cost);
-// The share of a schedule's tiles that start, in the model (each CTA runs its tiles back to back at
-// modelled_tile_cost), at the same moment as the first query tile of their (sequence, head) and
-// after the same mix of whole and half tiles: the tiles whose K / V requests can reach L2 together
-// with their siblings'. A tile that directly follows a sibling on its CTA is left out (it reads the
-// K / V its CTA just had). 1 when no tile counts.
-double siblings_starting_together(const ProblemDesc& p, const CtaSchedule& s, int block_m, double half_tile_cost);
 
 }  // namespace gdpa

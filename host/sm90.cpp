@@ -118,11 +118,10 @@ double fwd_half_tile_cost(const Sm90Options& o, int flags) {
 
 // The forward's per-CTA schedule for the kernel of `flags`: with K/V reuse, the query tiles of a
 // (sequence, head) whose keys fit the ring stay together.
-CtaSchedule fwd_schedule(const ProblemDesc& p, int flags, SchedulePolicy policy, int sms, double half_tile_cost,
-                         bool half_tiles_apart) {
+CtaSchedule fwd_schedule(const ProblemDesc& p, int flags, SchedulePolicy policy, int sms, double half_tile_cost) {
   const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
   return build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), policy, sms,
-                                resident, half_tile_cost, half_tiles_apart);
+                                resident, half_tile_cost);
 }
 
 class Sm90Kernel final : public AttentionKernel {
@@ -160,8 +159,7 @@ class Sm90Kernel final : public AttentionKernel {
     const int flags = fwd_flags_of(opt_, p);
     const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-    const CtaSchedule sched =
-        fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags), opt_.fwd_half_tiles_apart);
+    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags));
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
@@ -263,15 +261,10 @@ Sm90ForwardBalance sm90_forward_balance(const ProblemDesc& p, int num_sms) {
   const int bm = sm90::fwd_block_m(flags);
   Sm90ForwardBalance b;
   b.half_tile_cost = fwd_half_tile_cost(opt, flags);
-  const CtaSchedule dealt = fwd_schedule(p, flags, opt.policy, num_sms, b.half_tile_cost, false);
-  const CtaSchedule snake = fwd_schedule(p, flags, opt.policy, num_sms, 1.0, false);
-  const CtaSchedule apart = fwd_schedule(p, flags, opt.policy, num_sms, b.half_tile_cost, true);
+  const CtaSchedule dealt = fwd_schedule(p, flags, opt.policy, num_sms, b.half_tile_cost);
+  const CtaSchedule snake = fwd_schedule(p, flags, opt.policy, num_sms, 1.0);
   b.dealt_skew = modelled_cta_load(p, dealt, bm, b.half_tile_cost).max_over_mean;
   b.snake_skew = modelled_cta_load(p, snake, bm, b.half_tile_cost).max_over_mean;
-  b.apart_skew = modelled_cta_load(p, apart, bm, b.half_tile_cost).max_over_mean;
-  b.dealt_together = siblings_starting_together(p, dealt, bm, b.half_tile_cost);
-  b.snake_together = siblings_starting_together(p, snake, bm, b.half_tile_cost);
-  b.apart_together = siblings_starting_together(p, apart, bm, b.half_tile_cost);
   return b;
 }
 

@@ -45,9 +45,6 @@ struct Sm90Options {
   // (build_forward_schedule's half_tile_cost); 1 deals the snake. Negative: the default, 0.75
   // where the problem takes the empty-half skip and 1 elsewhere (sm90.cpp fwd_half_tile_cost).
   double fwd_half_tile_cost = -1.0;
-  // Forward, zigzag with a half-tile cost below 1: the half tiles dealt to CTAs of their own
-  // (build_forward_schedule's half_tiles_apart).
-  bool fwd_half_tiles_apart = false;
 };
 // Where a trace goes when nobody named a file ($GDPA_BWD_TRACE / $GDPA_FWD_TRACE for the registry's
 // names).
@@ -77,17 +74,12 @@ Sm90ForwardTraffic sm90_forward_traffic(const ProblemDesc& p, int num_sms, int l
 
 // The sm90 forward's per-CTA schedule for problem p on num_sms CTAs (the default flags' rules,
 // zigzag), its per-CTA load modelled with the half-tile cost its dealing uses where the empty-half
-// skip runs (sm90.cpp fwd_half_tile_cost; 1 where it does not): as the default deals it, as the
-// snake would, and with the half tiles dealt apart (Sm90Options::fwd_half_tiles_apart). Skews are
-// max / mean over the CTAs; "together" is siblings_starting_together (scheduler.h) of each.
+// skip runs (sm90.cpp fwd_half_tile_cost; 1 where it does not): as the default deals it, and as
+// the snake would. max / mean over the CTAs.
 struct Sm90ForwardBalance {
   double half_tile_cost = 1.0;
   double dealt_skew = 1.0;
   double snake_skew = 1.0;
-  double apart_skew = 1.0;
-  double dealt_together = 1.0;
-  double snake_together = 1.0;
-  double apart_together = 1.0;
 };
 Sm90ForwardBalance sm90_forward_balance(const ProblemDesc& p, int num_sms);
 

@@ -26,9 +26,7 @@ int cmd_schedule(int argc, char** argv) {
         "  sequence with K/V kept, the kernel's default: its jagged maps read nothing past a sequence's end).\n"
         "  Last, the sm90 forward's own per-CTA schedule, its load modelled with a half-empty last query tile\n"
         "  at the cost its dealing assumes where the empty-half skip runs (0.75 of a whole one, 1 elsewhere):\n"
-        "  dealt by that load (the default), dealt in snake order, and with the half tiles dealt to CTAs of their\n"
-        "  own (sm90-fwd-half-apart); next to each, the share of tiles that start, in that model, at the same\n"
-        "  moment as their (sequence, head)'s first tile (their K / V requests can reach L2 together).\n"
+        "  dealt by that load (the default) and dealt in snake order.\n"
         "  Then issue 5's parity as the tile-time model bounds it (scheduler.h TileTimeModel): the s = 0.5\n"
         "  forward's fraction of its limit over the s = 1 forward's at each L, if both ran the model's steps\n"
         "  equally fast, with the limits at the reference ceilings of perf/TARGETS.md (750 TFLOP/s, 4.27 TB/s),\n"
@@ -83,9 +81,8 @@ int cmd_schedule(int argc, char** argv) {
     if (set.family == "self" && (set.sparsity == 1.0 || set.sparsity == 0.5))
       (set.sparsity == 1.0 ? parity_dense : parity_half)[set.max_len] =
           ParitySide{p, set_limit(p, false, reference).limit_tflops, bal.dealt_skew, true};
-    std::snprintf(line, sizeof line, "%-18s %10.2f %10.3f %10.3f %10.3f   %8.3f %8.3f %8.3f", set.name.c_str(),
-                  bal.half_tile_cost, bal.dealt_skew, bal.snake_skew, bal.apart_skew, bal.dealt_together,
-                  bal.snake_together, bal.apart_together);
+    std::snprintf(line, sizeof line, "%-18s %10.2f %10.3f %10.3f", set.name.c_str(), bal.half_tile_cost,
+                  bal.dealt_skew, bal.snake_skew);
     balance_lines.push_back(line);
     padding.push(Json::object()
                      .set("set", Json::string(set.name))
@@ -97,11 +94,7 @@ int cmd_schedule(int argc, char** argv) {
                      .set("fwd_traffic_valid_rows_kv_reuse", Json::number(traffic[3]))
                      .set("sm90_fwd_half_tile_cost", Json::number(bal.half_tile_cost))
                      .set("sm90_fwd_modelled_skew", Json::number(bal.dealt_skew))
-                     .set("sm90_fwd_modelled_skew_snake", Json::number(bal.snake_skew))
-                     .set("sm90_fwd_modelled_skew_half_apart", Json::number(bal.apart_skew))
-                     .set("sm90_fwd_siblings_together", Json::number(bal.dealt_together))
-                     .set("sm90_fwd_siblings_together_snake", Json::number(bal.snake_together))
-                     .set("sm90_fwd_siblings_together_half_apart", Json::number(bal.apart_together)));
+                     .set("sm90_fwd_modelled_skew_snake", Json::number(bal.snake_skew)));
     for (SchedulePolicy pol : {SchedulePolicy::kGridOrder, SchedulePolicy::kLongestFirst, SchedulePolicy::kZigzag}) {
       const auto f = build_forward_tiles(p, bm, bn, pol, sms);
       const auto b = build_backward_tiles(p, 64, bn, pol, sms);
@@ -127,9 +120,7 @@ int cmd_schedule(int argc, char** argv) {
   std::printf("%-18s %10s %10s %10s %10s\n", "set", "128 rows", "64 rows", "+ K/V kept", "valid rows");
   for (const std::string& l : traffic_lines) std::printf("%s\n", l.c_str());
   std::printf("\nsm90 forward's per-CTA schedule, modelled load (max / mean) with a half-empty last tile at the cost:\n");
-  std::printf("(and the share of tiles starting, in that model, with their (sequence, head)'s first tile)\n");
-  std::printf("%-18s %10s %10s %10s %10s   %8s %8s %8s\n", "set", "half cost", "dealt", "snake", "apart",
-              "together", "snake", "apart");
+  std::printf("%-18s %10s %10s %10s\n", "set", "half cost", "dealt", "snake");
   for (const std::string& l : balance_lines) std::printf("%s\n", l.c_str());
   std::printf("\nissue 5's parity bound: (s = 0.5 fraction of limit) / (s = 1 fraction) at equal speed per modelled\n"
               "step; half tile = half-step share x a whole tile's steps, plus the boundary (criterion: >= 0.90):\n");

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <map>
 #include <numeric>
-#include <random>
 #include <tuple>
 
 #include "../../host/generator.h"
@@ -340,71 +339,4 @@ TEST_CASE("forward schedule with cheaper half tiles: balanced by the model, sibl
   CHECK(std::equal(w.tiles.begin(), w.tiles.end(), rr.tiles.begin(), rr.tiles.end(),
                    [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); }));
   CHECK(modelled_load(whole, w, 0.75).max_over_mean == doctest::Approx(1.0));
-}
-
-TEST_CASE("siblings starting together: same modelled moment after the same mix of tiles") {
-  // One head. Sequences 0..3: Lq = 64 (half tiles, 3 steps at 0.75); 4..6: Lq = 128 (whole, 4
-  // steps); 7: Lq = 256 (two whole tiles). All against 512 keys (four blocks).
-  const ProblemDesc p = with_lengths({64, 64, 64, 64, 128, 128, 128, 256}, std::vector<int>(8, 512), 1, 1);
-  const auto t = build_forward_tiles(p, 128, 128, SchedulePolicy::kGridOrder, 2);
-  REQUIRE(t.size() == 9);  // grid order: b0..b6, then b7's blocks 0 and 1
-  CtaSchedule s;
-  // CTA 0: four half tiles (3 + 3 + 3 + 3 = 12 steps), then b7's second tile; CTA 1: three whole
-  // tiles (12 steps), then b7's first. Both of b7's tiles start at step 12, after different mixes.
-  s.tiles = {t[0], t[1], t[2], t[3], t[8], t[4], t[5], t[6], t[7]};
-  s.cta_begin = {0, 5, 9};
-  CHECK(siblings_starting_together(p, s, 128, 0.75) == doctest::Approx(8.0 / 9.0));
-  // b7's tiles back to back on one CTA: the second reads what its CTA just had and does not count.
-  s.tiles = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]};
-  s.cta_begin = {0, 4, 9};
-  CHECK(siblings_starting_together(p, s, 128, 0.75) == doctest::Approx(1.0));
-  // Side by side at step 0: together.
-  s.tiles = {t[7], t[0], t[1], t[8], t[4], t[5]};
-  s.cta_begin = {0, 3, 6};
-  CHECK(siblings_starting_together(p, s, 128, 0.75) == doctest::Approx(1.0));
-  CHECK(siblings_starting_together(p, CtaSchedule{}, 128, 0.75) == 1.0);
-}
-
-TEST_CASE("forward schedule with the half tiles apart: same tiles, whole tiles in step, balanced") {
-  // The seed's s = 0.5 shape at L = 2048: Lq drawn uniformly from 1..2048 against 2048 keys, so a
-  // (sequence, head) has 1..16 query tiles and its last one holds 1..64 rows half the time.
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int> len(1, 2048);
-  std::vector<int> lq;
-  for (int b = 0; b < 1152; ++b) lq.push_back(len(rng));
-  const ProblemDesc p = with_lengths(lq, std::vector<int>(1152, 2048));
-  const CtaSchedule dealt = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, 0.75);
-  const CtaSchedule apart = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, 0.75, true);
-  CHECK(same_tiles(apart.tiles, dealt.tiles));
-  REQUIRE(apart.ctas() == 132);
-  // Every CTA runs only half tiles or only whole ones, and some run each.
-  int half_ctas = 0;
-  for (int c = 0; c < apart.ctas(); ++c) {
-    int halves = 0, n = apart.cta_begin[size_t(c) + 1] - apart.cta_begin[size_t(c)];
-    for (int i = apart.cta_begin[size_t(c)]; i < apart.cta_begin[size_t(c) + 1]; ++i)
-      halves += modelled_tile_cost(p, apart.tiles[size_t(i)], 128, 0.75) < tile_cost(apart.tiles[size_t(i)]);
-    CAPTURE(c);
-    CHECK((halves == 0 || halves == n));
-    half_ctas += halves > 0;
-  }
-  // Half tiles carry about 576 x 4 x 12 of some 39,000 x 16 steps: about 6 of 132 CTAs.
-  CHECK(half_ctas >= 4);
-  CHECK(half_ctas <= 8);
-  CHECK(modelled_cta_load(p, apart, 128, 0.75).max_over_mean < 1.01);
-  const double t_dealt = siblings_starting_together(p, dealt, 128, 0.75);
-  const double t_apart = siblings_starting_together(p, apart, 128, 0.75);
-  // Mixed, a CTA's later starts shift with every half tile it ran; apart, only the half tiles
-  // themselves (some 6 % of the tiles) start away from their siblings.
-  CHECK(t_dealt < 0.7);
-  CHECK(t_apart > 0.88);
-  // Without half tiles (or without a cheaper cost) the option deals exactly what the default does.
-  const ProblemDesc whole = with_lengths(std::vector<int>(330, 256), std::vector<int>(330, 512));
-  const CtaSchedule w0 = build_forward_schedule(whole, 128, 128, SchedulePolicy::kZigzag, 132, 2, 0.75);
-  const CtaSchedule w1 = build_forward_schedule(whole, 128, 128, SchedulePolicy::kZigzag, 132, 2, 0.75, true);
-  CHECK(w0.cta_begin == w1.cta_begin);
-  CHECK(std::equal(w0.tiles.begin(), w0.tiles.end(), w1.tiles.begin(), w1.tiles.end(),
-                   [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); }));
-  const CtaSchedule s1 = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, 1.0, true);
-  const CtaSchedule s0 = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 132, 2, 1.0);
-  CHECK(s1.cta_begin == s0.cta_begin);
 }
