@@ -148,9 +148,19 @@ LoadStats per_sm_load(const std::vector<WorkTile>& tiles, int num_sms) {
   return s;
 }
 
+namespace {
+
+// The query rows forward tile t holds (block_m, or fewer in a sequence's last tile), and whether
+// they are at most half of it: the tiles the sm90 forward's empty-half skip runs on one warpgroup.
+int rows_of(const ProblemDesc& p, const WorkTile& t, int block_m) {
+  return std::min(block_m, p.len_q(t.batch) - t.block * block_m);
+}
+bool half_empty(const ProblemDesc& p, const WorkTile& t, int block_m) { return rows_of(p, t, block_m) <= block_m / 2; }
+
+}  // namespace
+
 double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost) {
-  const bool half = p.len_q(t.batch) - t.block * block_m <= block_m / 2;
-  return tile_cost(t) * (half ? half_tile_cost : 1.0);
+  return tile_cost(t) * (half_empty(p, t, block_m) ? half_tile_cost : 1.0);
 }
 
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
@@ -245,11 +255,8 @@ LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int bloc
 double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, const TileTimeModel& m) {
   double useful = 0, steps = 0;
   for (const WorkTile& t : build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, 1)) {
-    const int lq = p.len_q(t.batch);
-    const int rows = std::min(block_m, lq - t.block * block_m);
-    const bool half = rows <= block_m / 2;
-    useful += double(rows) * p.len_k(t.batch);
-    steps += (half ? m.half_step_share : 1.0) * t.work + m.boundary_steps;
+    useful += double(rows_of(p, t, block_m)) * p.len_k(t.batch);
+    steps += (half_empty(p, t, block_m) ? m.half_step_share : 1.0) * t.work + m.boundary_steps;
   }
   return steps > 0 ? useful / (steps * block_m * block_n) : 0.0;
 }

@@ -87,10 +87,10 @@ TEST_CASE("parity_summary.py: KERNEL picks the forward timed; a call without it 
   for (const auto& [set, f_sm90, f_var] : {std::make_tuple("self-s1.0", 0.80, 0.80), std::make_tuple("self-s0.5", 0.70, 0.76)})
     write_bench_json(dir / (prefix + "-r1-" + set + "-L512-GPU-20990101-000001.json"),
                      {{std::string(set) + "-L512", "sm90", 600 * f_sm90, f_sm90},
-                      {std::string(set) + "-L512", "sm90-fwd-half-apart", 600 * f_var, f_var}});
+                      {std::string(set) + "-L512", "sm90-no-skip-empty-half", 600 * f_var, f_var}});
   const std::string d = "'" + dir.string() + "' " + prefix;
   const std::string base = gdpa::run_experiment_script("parity_summary.py", d);
-  const std::string var = gdpa::run_experiment_script("parity_summary.py", d + " sm90-fwd-half-apart");
+  const std::string var = gdpa::run_experiment_script("parity_summary.py", d + " sm90-no-skip-empty-half");
   const std::string none = gdpa::run_experiment_script("parity_summary.py", d + " sm90-no-such-kernel");
   fs::remove_all(dir);
   if (base.empty()) {
