@@ -157,6 +157,12 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "three-wg";
     return make_sm90_kernel(o);
   }
+  if (name == "sm90-fwd-tails") {  // experimental: last query tiles of <= 64 rows as query-column tiles
+    Sm90Options o;
+    o.fwd_tails = true;
+    o.label = "fwd-tails";
+    return make_sm90_kernel(o);
+  }
   if (name == "sm90-fwd-trace") {
     Sm90Options o;
     o.fwd_trace = fwd_trace_path();
@@ -193,7 +199,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-three-wg, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
+                           "sm90-three-wg, sm90-fwd-tails, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
                            "kFwdAllFlags / kBwdAllFlags, sm90-fwd-trace, sm90-bwd-trace)");
 }
 
@@ -202,7 +208,7 @@ std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfus
 std::vector<std::string> ablation_kernel_names() {
   std::vector<std::string> v = {"sm90-unordered-dq",     "sm90-unordered-no-red", "sm90-dq-finish-always",
                                 "sm90-dq-follow-always", "sm90-softmax",          "sm90-act-mix4",
-                                "sm90-three-wg"};
+                                "sm90-three-wg",         "sm90-fwd-tails"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

@@ -163,11 +163,49 @@ double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, 
   return tile_cost(t) * (half_empty(p, t, block_m) ? half_tile_cost : 1.0);
 }
 
+bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m) { return t.work > 0 && half_empty(p, t, block_m); }
+
+CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int workers) {
+  if (workers <= 0) throw ProblemError("tail schedule: workers must be positive (got " + std::to_string(workers) + ")");
+  std::vector<WorkTile> tiles;
+  std::vector<double> cost;
+  for (const WorkTile& t : build_forward_tiles(p, block_m, 64, SchedulePolicy::kGridOrder, 1)) {
+    if (!is_tail_tile(p, t, block_m)) continue;
+    const int blocks = (p.len_k(t.batch) + 63) / 64;
+    const double cols = rows_of(p, t, block_m) <= 32 ? 0.5 : 1.0;
+    tiles.push_back(t);
+    cost.push_back(blocks * cols + 1.0);
+  }
+  std::vector<size_t> order(tiles.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  using Load = std::pair<double, int>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_at;
+  for (int w = 0; w < workers; ++w) free_at.push({0.0, w});
+  std::vector<std::vector<size_t>> per_worker(static_cast<size_t>(workers));
+  for (size_t i : order) {
+    const Load l = free_at.top();
+    free_at.pop();
+    per_worker[size_t(l.second)].push_back(i);
+    free_at.push({l.first + cost[i], l.second});
+  }
+  CtaSchedule s;
+  s.cta_begin.push_back(0);
+  for (const auto& list : per_worker) {
+    for (size_t i : list) s.tiles.push_back(tiles[i]);
+    s.cta_begin.push_back(int(s.tiles.size()));
+  }
+  return s;
+}
+
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, double half_tile_cost) {
+                                   int num_sms, int resident_blocks, double half_tile_cost, bool leave_out_tails) {
   // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
   // adjacent and in increasing block order.
-  const std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
+  std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
+  if (leave_out_tails)
+    tiles.erase(std::remove_if(tiles.begin(), tiles.end(), [&](const WorkTile& t) { return is_tail_tile(p, t, block_m); }),
+                tiles.end());
   struct Unit {
     size_t first, count;
     long long cost;

@@ -129,8 +129,22 @@ struct CtaSchedule {
 // far instead of the snake. The order is kept because the query tiles of a (sequence, head) share
 // its K and V in L2 only while they run at about the same time on different CTAs; sorting the
 // cheaper tiles last would leave each to fetch its keys from DRAM again.
+//
+// leave_out_tails: the tiles is_tail_tile names are not dealt (the query-column tiles run them,
+// build_tail_schedule).
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, double half_tile_cost = 1.0);
+                                   int num_sms, int resident_blocks, double half_tile_cost = 1.0,
+                                   bool leave_out_tails = false);
+
+// The forward's query-column tiles (kernels/sm90/fwd_tail.cu) take a sequence's last query tile
+// of block_m rows when it holds at most block_m / 2 of them and sees a key (a tile with none
+// writes zeros, which the main forward does).
+bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m);
+// Their schedule: every tile is_tail_tile names, longest first by its modelled cost (64-key blocks
+// times its columns over 64, plus one block for its boundary), each to the least loaded of
+// `workers` workers (the tail kernel's consumer warpgroups, two per CTA): worker w runs
+// tiles[cta_begin[w]] .. tiles[cta_begin[w + 1] - 1]. cta_begin has workers + 1 entries.
+CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int workers);
 // The cost build_forward_schedule models for tile t (tile_cost, or half_tile_cost of it for a last
 // tile of at most block_m / 2 rows).
 double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost);

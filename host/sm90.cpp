@@ -9,6 +9,7 @@
 #include "../kernels/common/masks.cuh"
 #include "../kernels/sm90/act_mix.h"
 #include "../kernels/sm90/fwd_config.h"
+#include "../kernels/sm90/fwd_tail_config.h"
 #include "device_problem.h"
 #include "sm90_bwd.h"
 #include "tensor_map.h"
@@ -25,7 +26,8 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // The default skips empty halves only where some tile has one: a sequence whose last query tile
   // holds 1..64 rows (its second warpgroup's 64 rows all lie past the end); and branches before
   // the GEMM batch only where that measured faster (both: fwd_config.h).
-  if (o.fwd_flags < 0 && p.batch() > 0 && !some_last_tile_half_empty(p, false, sm90::kFwdBlockM))
+  if (o.fwd_flags < 0 && p.batch() > 0 &&
+      (!some_last_tile_half_empty(p, false, sm90::kFwdBlockM) || sm90_fwd_tails_apply(o, p)))
     f &= ~sm90::kFwdSkipEmptyHalf;
   if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kFwdWholeBatchMinMeanLenK) * p.batch())
     f &= ~sm90::kFwdWholeBatchBranch;
@@ -63,6 +65,37 @@ KernelSource fwd_source(const ProblemDesc& p, int flags) {
                       "," + std::to_string(int(p.activation)) + "," + std::to_string(int(p.mask)) + "," +
                       std::to_string(flags) + ">";
   return s;
+}
+
+// The query-column tiles' kernel: the main forward's flags that it reads (the logit scale of 1 and
+// the halved P), so that the main kernel's other switches do not name copies of it.
+KernelSource tail_source(const ProblemDesc& p, int main_flags) {
+  const int flags = main_flags & (sm90::kFwdUnitLogitScale | sm90::kFwdHalfFold);
+  KernelSource s;
+  s.file = "kernels/sm90/fwd_tail.cu";
+  s.name_expression = "gdpa::sm90::gdpa_fwd_tail<" + std::to_string(int(p.dtype)) + "," + std::to_string(p.head_dim) +
+                      "," + std::to_string(int(p.activation)) + "," + std::to_string(flags) + ">";
+  return s;
+}
+
+// Records of the query-column tiles: the tile's first query row, its sequence, and its keys in
+// 64-key blocks (kTailBlockN).
+std::vector<sm90::FwdTileRecord> tail_records(const ProblemDesc& p, const CtaSchedule& s) {
+  std::vector<sm90::FwdTileRecord> r(s.tiles.size());
+  for (size_t i = 0; i < s.tiles.size(); ++i) {
+    const WorkTile& w = s.tiles[i];
+    sm90::FwdTileRecord& t = r[i];
+    const int b = w.batch;
+    t.m0 = w.block * sm90::kFwdBlockM;
+    t.q_row = p.q_begin(b) + t.m0;
+    t.k_row = p.k_begin(b);
+    t.len_q = p.len_q(b);
+    t.len_k = p.len_k(b);
+    t.heads = w.head | ((w.head / p.group()) << 16);
+    t.n_range = ((t.len_k + sm90::kTailBlockN - 1) / sm90::kTailBlockN) << 16;
+    t.flags = 0;
+  }
+  return r;
 }
 
 // Host-side tile records (kernels/sm90/fwd_config.h) for the forward with `flags`: geometry from
@@ -118,10 +151,11 @@ double fwd_half_tile_cost(const Sm90Options& o, int flags) {
 
 // The forward's per-CTA schedule for the kernel of `flags`: with K/V reuse, the query tiles of a
 // (sequence, head) whose keys fit the ring stay together.
-CtaSchedule fwd_schedule(const ProblemDesc& p, int flags, SchedulePolicy policy, int sms, double half_tile_cost) {
+CtaSchedule fwd_schedule(const ProblemDesc& p, int flags, SchedulePolicy policy, int sms, double half_tile_cost,
+                         bool leave_out_tails = false) {
   const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
   return build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), policy, sms,
-                                resident, half_tile_cost);
+                                resident, half_tile_cost, leave_out_tails);
 }
 
 class Sm90Kernel final : public AttentionKernel {
@@ -159,7 +193,10 @@ class Sm90Kernel final : public AttentionKernel {
     const int flags = fwd_flags_of(opt_, p);
     const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags));
+    const bool tails = sm90_fwd_tails_apply(opt_, p) && !(flags & sm90::kFwdThreeConsumers);
+    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags), tails);
+    tail_tiles_ = 0;
+    if (tails) prepare_tails(p, flags);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
@@ -183,7 +220,7 @@ class Sm90Kernel final : public AttentionKernel {
   }
 
   void forward(const DeviceTensors& t, CUstream stream) override {
-    if (num_tiles_ == 0) return;  // every sequence has Lq = 0: nothing to write
+    if (num_tiles_ == 0 && tail_tiles_ == 0) return;  // every sequence has Lq = 0: nothing to write
     require_16_byte_aligned(t, false, "sm90 forward");
     const ProblemDesc& p = desc_;
     GdpaParams params = make_params(p, t);
@@ -206,8 +243,38 @@ class Sm90Kernel final : public AttentionKernel {
     shape.block[0] = unsigned(threads_);
     shape.dynamic_smem = smem_;
     void* args[] = {&tm_q, &tm_k, &tm_v, &tm_o, &params};
-    launch(fwd_module_->function(), shape, stream, args);
+    if (num_tiles_ > 0) launch(fwd_module_->function(), shape, stream, args);
     if (trace_.on()) trace_.save(stream);
+    if (tail_tiles_ > 0) {
+      // The query-column tiles write rows no main tile writes, so they need nothing of it; the
+      // stream orders them after it only because both fill every SM.
+      params.num_tiles = tail_tiles_;
+      params.cta_tile_begin = reinterpret_cast<const int*>(tail_begin_.ptr());
+      params.tile_records = reinterpret_cast<const void*>(tail_records_.ptr());
+      LaunchShape tail_shape;
+      tail_shape.grid[0] = unsigned(tail_ctas_);
+      tail_shape.block[0] = unsigned(sm90::kTailThreads);
+      tail_shape.dynamic_smem = size_t(sm90::tail_smem_request(p.head_dim));
+      void* tail_args[] = {&tm_q, &tm_k, &tm_v, &params};
+      launch(tail_module_->function(), tail_shape, stream, tail_args);
+    }
+  }
+
+  // The query-column tiles of the last query tiles the main schedule left out: dealt to the
+  // consumer warpgroups of one CTA per SM (two each), the kernel compiled with the main's flags.
+  void prepare_tails(const ProblemDesc& p, int flags) {
+    const CompiledKernel ck = compile_kernel(tail_source(p, flags), 90);
+    tail_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
+    const CtaSchedule s = build_tail_schedule(p, sm90::kFwdBlockM, sm90::kTailConsumers * sms_);
+    tail_tiles_ = int(s.tiles.size());
+    if (tail_tiles_ == 0) return;
+    // Workers beyond the tiles get none (the dealing fills the lowest first): no CTA for them.
+    tail_ctas_ = (std::min(tail_tiles_, sm90::kTailConsumers * sms_) + sm90::kTailConsumers - 1) / sm90::kTailConsumers;
+    tail_begin_ = DeviceBuffer(s.cta_begin.size() * sizeof(int));
+    tail_begin_.upload(s.cta_begin);
+    const std::vector<sm90::FwdTileRecord> records = tail_records(p, s);
+    tail_records_ = DeviceBuffer(records.size() * sizeof(sm90::FwdTileRecord));
+    tail_records_.upload(records);
   }
 
   void backward(const DeviceTensors& t, CUstream stream) override {
@@ -224,6 +291,9 @@ class Sm90Kernel final : public AttentionKernel {
   int num_tiles_ = 0, ctas_ = 0, threads_ = 0;
   size_t smem_ = 0;
   TraceBuffer trace_;  // kFwdTrace only
+  std::unique_ptr<Module> tail_module_;  // the query-column tiles (fwd_tails)
+  DeviceBuffer tail_begin_, tail_records_;
+  int tail_tiles_ = 0, tail_ctas_ = 0;
   std::unique_ptr<Sm90Backward> bwd_;
 };
 
@@ -273,8 +343,13 @@ long long sm90_with_act_mix(long long flags, const Sm90Options& opt, const Probl
   return sm90::with_act_mix(flags, opt.act_mix < 0 ? sm90::act_mix_default(p.head_dim, backward) : opt.act_mix);
 }
 
+bool sm90_fwd_tails_apply(const Sm90Options& o, const ProblemDesc& p) {
+  return o.fwd_tails && !o.softmax && p.head_dim == 128 && p.mask == kMaskNone;
+}
+
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {
   std::vector<KernelSource> v{fwd_source(p, fwd_flags_of(opt, p))};
+  if (sm90_fwd_tails_apply(opt, p)) v.push_back(tail_source(p, fwd_flags_of(opt, p)));
   if (backward && !opt.softmax) {
     for (auto& s : sm90_backward_sources(p, opt)) v.push_back(s);
   }

@@ -45,7 +45,14 @@ struct Sm90Options {
   // (build_forward_schedule's half_tile_cost); 1 deals the snake. Negative: the default, 0.75
   // where the problem takes the empty-half skip and 1 elsewhere (sm90.cpp fwd_half_tile_cost).
   double fwd_half_tile_cost = -1.0;
+  // Forward: a sequence's last query tile of at most 64 rows runs as a query-column tile
+  // (kernels/sm90/fwd_tail.cu) in a second kernel after the main one, where the problem allows it
+  // (sm90_fwd_tails_apply). Experimental: the registry's sm90-fwd-tails.
+  bool fwd_tails = false;
 };
+// Whether the query-column tiles run for problem p under options o: asked for, GDPA (not the
+// softmax variant), D = 128, no mask.
+bool sm90_fwd_tails_apply(const Sm90Options& o, const ProblemDesc& p);
 // Where a trace goes when nobody named a file ($GDPA_BWD_TRACE / $GDPA_FWD_TRACE for the registry's
 // names).
 constexpr const char* kDefaultBwdTracePath = "bwd-trace.npy";

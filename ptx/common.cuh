@@ -61,6 +61,16 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned
                "r"(r2), "r"(r3)
                : "memory");
 }
+// The same four matrices stored transposed: element (row, col) of matrix j goes to row col of
+// that matrix in memory, so lane l now gives the address of the memory row that takes column
+// l % 8 of matrix l / 8. A fragment whose rows are keys (or the head dim) and whose columns are
+// queries lands as [query][key] rows: the forward's query-column tiles (fwd_tail.cu) store P and
+// O that way.
+__device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
 __device__ __forceinline__ uint4 ld_shared_u128(unsigned addr) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"

@@ -46,6 +46,49 @@ __device__ __forceinline__ void fence_operand(unsigned (&r)[R]) {
 template <int N, int DTYPE>
 struct Wgmma;
 
+// m64n32: the forward's query-column tiles (fwd_tail.cu), where a tile's queries are N.
+template <>
+struct Wgmma<32, kBF16> {
+  static constexpr int kAccRegs = 16;
+  template <int SCALE_D, int TRANS_A, int TRANS_B>
+  __device__ __forceinline__ static void ss(float (&d)[16], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "n"(SCALE_D), "n"(TRANS_A), "n"(TRANS_B));
+  }
+  template <int SCALE_D, int TRANS_B>
+  __device__ __forceinline__ static void rs(float (&d)[16], const unsigned (&a)[4], unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %21, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(SCALE_D), "n"(TRANS_B));
+  }
+};
+
+template <>
+struct Wgmma<32, kFP16> {
+  static constexpr int kAccRegs = 16;
+  template <int SCALE_D, int TRANS_A, int TRANS_B>
+  __device__ __forceinline__ static void ss(float (&d)[16], unsigned long long desc_a, unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "n"(SCALE_D), "n"(TRANS_A), "n"(TRANS_B));
+  }
+  template <int SCALE_D, int TRANS_B>
+  __device__ __forceinline__ static void rs(float (&d)[16], const unsigned (&a)[4], unsigned long long desc_b) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %21, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(SCALE_D), "n"(TRANS_B));
+  }
+};
+
 template <>
 struct Wgmma<64, kBF16> {
   static constexpr int kAccRegs = 32;

@@ -32,6 +32,7 @@
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "fwd_config.h"
+#include "fwd_tile.cuh"
 #include "jagged_load.cuh"
 #include "pipeline.cuh"
 #include "record_lanes.cuh"
@@ -61,24 +62,6 @@ constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 // kFwdThreeConsumers: 24 x 128 + 160 x 384 = 64,512.
 constexpr int kConsumerRegsThree = 160;
-
-// One work tile as the host described it (FwdTileRecord), kept packed in registers: consumers
-// hold two of these (this tile and the next) next to ~190 registers of fragments, so every field
-// that can be decoded on use is.
-struct FwdTile : FwdTileRecord {
-  __device__ int head() const { return heads & 0xFFFF; }
-  __device__ int kv_head() const { return heads >> 16; }
-  __device__ int n_begin() const { return n_range & 0xFFFF; }
-  __device__ int n_end() const { return n_range >> 16; }
-  __device__ bool empty() const { return n_end() <= n_begin(); }
-  __device__ bool reuses_kv() const { return (flags & kFwdTileReusesKv) != 0; }
-};
-
-__device__ __forceinline__ FwdTile fwd_tile(const GdpaParams& p, int index) {
-  const int4* r = reinterpret_cast<const int4*>(p.tile_records) + 2 * index;  // FwdTileRecord
-  const int4 a = r[0], b = r[1];
-  return FwdTile{{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
-}
 
 // kFwdRecordLanes: the consumers take each tile's record a tile ahead, spread over the lanes:
 // lane l of every warp loads field l % 8 (one register, the same 32 bytes for every warp), and

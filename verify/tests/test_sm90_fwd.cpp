@@ -17,6 +17,7 @@
 #include "../../host/sm90.h"
 #include "../../kernels/sm90/act_mix.h"
 #include "../../kernels/sm90/fwd_config.h"
+#include "../../kernels/sm90/fwd_tail_config.h"
 #include "sass_tools.h"
 
 using namespace gdpa;
@@ -432,4 +433,57 @@ TEST_CASE("sm90 forward traffic model: rows loaded per tile, K/V kept for a pair
   // seq 1: Q 128 + 72, K and V 128 + 72 once (kept for the second tile).
   CHECK(sm90_forward_traffic(p, 1, 1, true).loaded_bytes == (60 + 120 + 60 + 200 + 400 + 200) * row);
   CHECK_THROWS_AS(sm90_forward_traffic(p, 1, 48, true), ProblemError);
+}
+
+TEST_CASE("sm90 forward query-column tiles: the plan fits, the kernel keeps its registers, nothing serialized") {
+  using namespace sm90;
+  const TailSmemPlan s = tail_smem_plan(128);
+  CHECK(s.q_bytes == 64 * 128 * 2);
+  CHECK(s.kv_bytes == 64 * 128 * 2);
+  CHECK(s.p_bytes == 64 * 64 * 2);
+  CHECK(s.consumer_bytes % 1024 == 0);
+  CHECK(s.k_off % 1024 == 0);
+  CHECK(s.v_off % 1024 == 0);
+  CHECK(s.p_off % 1024 == 0);
+  CHECK(tail_smem_request(128) <= 227 * 1024);
+  CHECK(tail_cols(1) == 32);
+  CHECK(tail_cols(32) == 32);
+  CHECK(tail_cols(33) == 64);
+  CHECK(tail_cols(64) == 64);
+  // The variant's sources: the main forward without the empty-half skip (no main tile has an
+  // empty half left), then the tail kernel, for a batch with last tiles of 20 and 40 rows.
+  ProblemDesc p;
+  p.dtype = kBF16;
+  p.head_dim = 128;
+  p.activation = kFastGelu;
+  p.cu_seqlens_q = offsets_from_lengths({148, 40, 300});
+  p.cu_seqlens_k = offsets_from_lengths({512, 512, 512});
+  Sm90Options o;
+  o.fwd_tails = true;
+  REQUIRE(sm90_fwd_tails_apply(o, p));
+  const std::vector<KernelSource> srcs = sm90_kernel_sources(p, o, false);
+  REQUIRE(srcs.size() == 2);
+  const std::string& main_name = srcs[0].name_expression;
+  CHECK((std::stoi(main_name.substr(main_name.rfind(',') + 1)) & kFwdSkipEmptyHalf) == 0);
+  CHECK(srcs[1].file == "kernels/sm90/fwd_tail.cu");
+  KernelSource src = srcs[1];
+  src.options.push_back("-Xptxas=-v");
+  const CompiledKernel ck = compile_kernel(src, 90);
+  REQUIRE_MESSAGE(ck.log.find("registers") != std::string::npos, "no ptxas report in: ", ck.log);
+  CAPTURE(ck.log);
+  CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);  // serialized wgmma
+  CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+  const std::string sass = disassemble(ck.cubin);
+  REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
+  // Per tile form: S^T in D / 16 = 8 wgmmas, written twice (the first block and the loop's next
+  // block), and O^T in 2 x 4, written twice (the loop and the last block): 32 per form.
+  CHECK(count_of(sass, "HGMMA.64x32x16") == 32);
+  CHECK(count_of(sass, "HGMMA.64x64x16") == 32);
+  CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
+  // Masks and other head dims keep the main forward's half tiles.
+  p.mask = kMaskCausal;
+  CHECK_FALSE(sm90_fwd_tails_apply(o, p));
+  p.mask = kMaskNone;
+  p.head_dim = 64;
+  CHECK_FALSE(sm90_fwd_tails_apply(o, p));
 }
