@@ -55,6 +55,12 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // bounds live across the steps) and 8 bytes in the softmax variant (its row max and sum); the
   // other masks and dtypes compiled clean with it.
   if (o.fwd_flags < 0 && (p.mask == kMaskWindow || o.softmax)) f &= ~sm90::kFwdRecordLanes;
+  // The bit follows the option (explicit flags too): it is what makes the launcher leave the last
+  // tiles of at most 64 rows to the query-column tiles.
+  if (sm90_fwd_tails_apply(o, p) && !(f & sm90::kFwdThreeConsumers))
+    f |= sm90::kFwdAllowDependents;
+  else
+    f &= ~sm90::kFwdAllowDependents;
   return f;
 }
 
@@ -193,7 +199,7 @@ class Sm90Kernel final : public AttentionKernel {
     const int flags = fwd_flags_of(opt_, p);
     const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-    const bool tails = sm90_fwd_tails_apply(opt_, p) && !(flags & sm90::kFwdThreeConsumers);
+    const bool tails = (flags & sm90::kFwdAllowDependents) != 0;
     const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags), tails);
     tail_tiles_ = 0;
     if (tails) prepare_tails(p, flags);
@@ -246,8 +252,9 @@ class Sm90Kernel final : public AttentionKernel {
     if (num_tiles_ > 0) launch(fwd_module_->function(), shape, stream, args);
     if (trace_.on()) trace_.save(stream);
     if (tail_tiles_ > 0) {
-      // The query-column tiles write rows no main tile writes, so they need nothing of it; the
-      // stream orders them after it only because both fill every SM.
+      // The query-column tiles write rows no main tile writes, so they need nothing of it: they
+      // launch as soon as every main CTA has started and take each SM its main CTA leaves. Work
+      // queued behind them still waits for both kernels (PERF_NOTES, thirtieth session).
       params.num_tiles = tail_tiles_;
       params.cta_tile_begin = reinterpret_cast<const int*>(tail_begin_.ptr());
       params.tile_records = reinterpret_cast<const void*>(tail_records_.ptr());
@@ -255,6 +262,7 @@ class Sm90Kernel final : public AttentionKernel {
       tail_shape.grid[0] = unsigned(tail_ctas_);
       tail_shape.block[0] = unsigned(sm90::kTailThreads);
       tail_shape.dynamic_smem = size_t(sm90::tail_smem_request(p.head_dim));
+      tail_shape.programmatic = num_tiles_ > 0;  // the main kernel allows it (kFwdAllowDependents)
       void* tail_args[] = {&tm_q, &tm_k, &tm_v, &params};
       launch(tail_module_->function(), tail_shape, stream, tail_args);
     }
@@ -348,8 +356,9 @@ bool sm90_fwd_tails_apply(const Sm90Options& o, const ProblemDesc& p) {
 }
 
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {
-  std::vector<KernelSource> v{fwd_source(p, fwd_flags_of(opt, p))};
-  if (sm90_fwd_tails_apply(opt, p)) v.push_back(tail_source(p, fwd_flags_of(opt, p)));
+  const int fwd_flags = fwd_flags_of(opt, p);
+  std::vector<KernelSource> v{fwd_source(p, fwd_flags)};
+  if (fwd_flags & sm90::kFwdAllowDependents) v.push_back(tail_source(p, fwd_flags));
   if (backward && !opt.softmax) {
     for (auto& s : sm90_backward_sources(p, opt)) v.push_back(s);
   }

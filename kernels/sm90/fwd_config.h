@@ -65,8 +65,14 @@ enum FwdFlags : int {
   // warpgroup stages its O in its own rows of the Q stage it has finished with (no O buffers), which
   // leaves room for a ring of four 64-key K/V stages. Experimental.
   kFwdThreeConsumers = 32768,
+  // Not an ablation: set by the host where the query-column tiles (fwd_tail.cu) run behind this
+  // kernel. Every CTA allows the kernel behind it to launch at its start
+  // (griddepcontrol.launch_dependents), so the tail kernel's CTAs take each SM as soon as this
+  // kernel's CTA there exits, instead of waiting for the last one.
+  kFwdAllowDependents = 1 << 20,
   // Every bit a caller may set (the act mix's bits, act_mix.h, are chosen by the host).
-  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers,
+  kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers |
+                 kFwdAllowDependents,
 };
 
 // ---- kFwdTrace: the events a consumer warpgroup records (step = the key block's index in its tile)

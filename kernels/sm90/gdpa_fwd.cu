@@ -797,6 +797,8 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
   }
   __syncthreads();
 
+  if constexpr ((FLAGS & kFwdAllowDependents) != 0)
+    if (threadIdx.x == 0) ptx::griddepcontrol_launch_dependents();
   const int wg = ptx::warpgroup_id();
   if (wg == 0) {
     ptx::setmaxnreg_dec<kProducerRegs>();

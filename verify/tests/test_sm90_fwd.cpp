@@ -464,7 +464,13 @@ TEST_CASE("sm90 forward query-column tiles: the plan fits, the kernel keeps its 
   const std::vector<KernelSource> srcs = sm90_kernel_sources(p, o, false);
   REQUIRE(srcs.size() == 2);
   const std::string& main_name = srcs[0].name_expression;
-  CHECK((std::stoi(main_name.substr(main_name.rfind(',') + 1)) & kFwdSkipEmptyHalf) == 0);
+  const int main_flags = std::stoi(main_name.substr(main_name.rfind(',') + 1));
+  CHECK((main_flags & kFwdSkipEmptyHalf) == 0);
+  CHECK((main_flags & kFwdAllowDependents) != 0);  // the tail kernel launches behind it
+  {
+    const std::string def = sm90_kernel_sources(p, Sm90Options{}, false).at(0).name_expression;
+    CHECK((std::stoi(def.substr(def.rfind(',') + 1)) & kFwdAllowDependents) == 0);
+  }
   CHECK(srcs[1].file == "kernels/sm90/fwd_tail.cu");
   KernelSource src = srcs[1];
   src.options.push_back("-Xptxas=-v");
