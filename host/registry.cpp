@@ -157,10 +157,11 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = "three-wg";
     return make_sm90_kernel(o);
   }
-  if (name == "sm90-fwd-tails") {  // experimental: last query tiles of <= 64 rows as query-column tiles
+  // Experimental: last query tiles of at most 64 (96) rows as query-column tiles (fwd_tail.cu).
+  if (name == "sm90-fwd-tails" || name == "sm90-fwd-tails96") {
     Sm90Options o;
-    o.fwd_tails = true;
-    o.label = "fwd-tails";
+    o.fwd_tail_rows = name == "sm90-fwd-tails" ? 64 : 96;
+    o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
   if (name == "sm90-fwd-trace") {
@@ -199,7 +200,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-three-wg, sm90-fwd-tails, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
+                           "sm90-three-wg, sm90-fwd-tails, sm90-fwd-tails96, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
                            "kFwdAllFlags / kBwdAllFlags, sm90-fwd-trace, sm90-bwd-trace)");
 }
 

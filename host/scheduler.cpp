@@ -163,18 +163,25 @@ double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, 
   return tile_cost(t) * (half_empty(p, t, block_m) ? half_tile_cost : 1.0);
 }
 
-bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m) { return t.work > 0 && half_empty(p, t, block_m); }
+bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m, int tail_rows) {
+  return t.work > 0 && rows_of(p, t, block_m) <= tail_rows;
+}
 
-CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int workers) {
+CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int tail_rows, int workers) {
   if (workers <= 0) throw ProblemError("tail schedule: workers must be positive (got " + std::to_string(workers) + ")");
+  constexpr int kRows = 64;  // a query-column tile's rows at most (kernels/sm90/fwd_tail_config.h)
+  if (block_m % kRows != 0) throw ProblemError("tail schedule: block_m must be a multiple of 64");
   std::vector<WorkTile> tiles;
   std::vector<double> cost;
-  for (const WorkTile& t : build_forward_tiles(p, block_m, 64, SchedulePolicy::kGridOrder, 1)) {
-    if (!is_tail_tile(p, t, block_m)) continue;
-    const int blocks = (p.len_k(t.batch) + 63) / 64;
-    const double cols = rows_of(p, t, block_m) <= 32 ? 0.5 : 1.0;
-    tiles.push_back(t);
-    cost.push_back(blocks * cols + 1.0);
+  for (const WorkTile& t : build_forward_tiles(p, block_m, kRows, SchedulePolicy::kGridOrder, 1)) {
+    if (!is_tail_tile(p, t, block_m, tail_rows)) continue;
+    const int rows = rows_of(p, t, block_m);
+    for (int first = 0; first < rows; first += kRows) {
+      WorkTile b = t;
+      b.block = t.block * (block_m / kRows) + first / kRows;
+      tiles.push_back(b);
+      cost.push_back(t.work * (rows - first <= kRows / 2 ? 0.5 : 1.0) + 1.0);
+    }
   }
   std::vector<size_t> order(tiles.size());
   std::iota(order.begin(), order.end(), size_t(0));
@@ -199,12 +206,13 @@ CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int workers) 
 }
 
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, double half_tile_cost, bool leave_out_tails) {
+                                   int num_sms, int resident_blocks, double half_tile_cost, int tail_rows) {
   // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
   // adjacent and in increasing block order.
   std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
-  if (leave_out_tails)
-    tiles.erase(std::remove_if(tiles.begin(), tiles.end(), [&](const WorkTile& t) { return is_tail_tile(p, t, block_m); }),
+  if (tail_rows > 0)
+    tiles.erase(std::remove_if(tiles.begin(), tiles.end(),
+                               [&](const WorkTile& t) { return is_tail_tile(p, t, block_m, tail_rows); }),
                 tiles.end());
   struct Unit {
     size_t first, count;

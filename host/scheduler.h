@@ -130,21 +130,23 @@ struct CtaSchedule {
 // its K and V in L2 only while they run at about the same time on different CTAs; sorting the
 // cheaper tiles last would leave each to fetch its keys from DRAM again.
 //
-// leave_out_tails: the tiles is_tail_tile names are not dealt (the query-column tiles run them,
-// build_tail_schedule).
+// tail_rows > 0: the tiles is_tail_tile names for it are not dealt (the query-column tiles run
+// them, build_tail_schedule).
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
                                    int num_sms, int resident_blocks, double half_tile_cost = 1.0,
-                                   bool leave_out_tails = false);
+                                   int tail_rows = 0);
 
 // The forward's query-column tiles (kernels/sm90/fwd_tail.cu) take a sequence's last query tile
-// of block_m rows when it holds at most block_m / 2 of them and sees a key (a tile with none
-// writes zeros, which the main forward does).
-bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m);
-// Their schedule: every tile is_tail_tile names, longest first by its modelled cost (64-key blocks
-// times its columns over 64, plus one block for its boundary), each to the least loaded of
-// `workers` workers (the tail kernel's consumer warpgroups, two per CTA): worker w runs
-// tiles[cta_begin[w]] .. tiles[cta_begin[w + 1] - 1]. cta_begin has workers + 1 entries.
-CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int workers);
+// of block_m rows when it holds at most tail_rows of them and sees a key (a tile with none writes
+// zeros, which the main forward does).
+bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m, int tail_rows);
+// Their schedule: the tiles is_tail_tile names, cut into blocks of 64 query rows (a tail tile's
+// most; WorkTile::block counts 64-row blocks here), longest first by modelled cost (64-key blocks
+// times the block's columns over 64: 32 columns for at most 32 rows, plus one key block for the
+// boundary), each to the least loaded of `workers` workers (the tail kernel's consumer
+// warpgroups, two per CTA): worker w runs tiles[cta_begin[w]] .. tiles[cta_begin[w + 1] - 1].
+// cta_begin has workers + 1 entries.
+CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int tail_rows, int workers);
 // The cost build_forward_schedule models for tile t (tile_cost, or half_tile_cost of it for a last
 // tile of at most block_m / 2 rows).
 double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost);

@@ -27,7 +27,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // holds 1..64 rows (its second warpgroup's 64 rows all lie past the end); and branches before
   // the GEMM batch only where that measured faster (both: fwd_config.h).
   if (o.fwd_flags < 0 && p.batch() > 0 &&
-      (!some_last_tile_half_empty(p, false, sm90::kFwdBlockM) || sm90_fwd_tails_apply(o, p)))
+      (!some_last_tile_half_empty(p, false, sm90::kFwdBlockM) || (sm90_fwd_tails_apply(o, p) && o.fwd_tail_rows >= 64)))
     f &= ~sm90::kFwdSkipEmptyHalf;
   if (o.fwd_flags < 0 && p.batch() > 0 && p.total_k() < int64_t(sm90::kFwdWholeBatchMinMeanLenK) * p.batch())
     f &= ~sm90::kFwdWholeBatchBranch;
@@ -92,7 +92,7 @@ std::vector<sm90::FwdTileRecord> tail_records(const ProblemDesc& p, const CtaSch
     const WorkTile& w = s.tiles[i];
     sm90::FwdTileRecord& t = r[i];
     const int b = w.batch;
-    t.m0 = w.block * sm90::kFwdBlockM;
+    t.m0 = w.block * sm90::kTailMaxRows;  // the tail schedule counts 64-row blocks
     t.q_row = p.q_begin(b) + t.m0;
     t.k_row = p.k_begin(b);
     t.len_q = p.len_q(b);
@@ -158,10 +158,10 @@ double fwd_half_tile_cost(const Sm90Options& o, int flags) {
 // The forward's per-CTA schedule for the kernel of `flags`: with K/V reuse, the query tiles of a
 // (sequence, head) whose keys fit the ring stay together.
 CtaSchedule fwd_schedule(const ProblemDesc& p, int flags, SchedulePolicy policy, int sms, double half_tile_cost,
-                         bool leave_out_tails = false) {
+                         int tail_rows = 0) {
   const int resident = (flags & sm90::kFwdKvReuse) ? sm90::fwd_kv_stages(flags) : 0;
   return build_forward_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags), policy, sms,
-                                resident, half_tile_cost, leave_out_tails);
+                                resident, half_tile_cost, tail_rows);
 }
 
 class Sm90Kernel final : public AttentionKernel {
@@ -199,10 +199,10 @@ class Sm90Kernel final : public AttentionKernel {
     const int flags = fwd_flags_of(opt_, p);
     const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-    const bool tails = (flags & sm90::kFwdAllowDependents) != 0;
-    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags), tails);
+    const int tail_rows = (flags & sm90::kFwdAllowDependents) ? opt_.fwd_tail_rows : 0;
+    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags), tail_rows);
     tail_tiles_ = 0;
-    if (tails) prepare_tails(p, flags);
+    if (tail_rows > 0) prepare_tails(p, flags, tail_rows);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
@@ -270,10 +270,10 @@ class Sm90Kernel final : public AttentionKernel {
 
   // The query-column tiles of the last query tiles the main schedule left out: dealt to the
   // consumer warpgroups of one CTA per SM (two each), the kernel compiled with the main's flags.
-  void prepare_tails(const ProblemDesc& p, int flags) {
+  void prepare_tails(const ProblemDesc& p, int flags, int tail_rows) {
     const CompiledKernel ck = compile_kernel(tail_source(p, flags), 90);
     tail_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-    const CtaSchedule s = build_tail_schedule(p, sm90::kFwdBlockM, sm90::kTailConsumers * sms_);
+    const CtaSchedule s = build_tail_schedule(p, sm90::kFwdBlockM, tail_rows, sm90::kTailConsumers * sms_);
     tail_tiles_ = int(s.tiles.size());
     if (tail_tiles_ == 0) return;
     // Workers beyond the tiles get none (the dealing fills the lowest first): no CTA for them.
@@ -299,7 +299,7 @@ class Sm90Kernel final : public AttentionKernel {
   int num_tiles_ = 0, ctas_ = 0, threads_ = 0;
   size_t smem_ = 0;
   TraceBuffer trace_;  // kFwdTrace only
-  std::unique_ptr<Module> tail_module_;  // the query-column tiles (fwd_tails)
+  std::unique_ptr<Module> tail_module_;  // the query-column tiles (fwd_tail_rows)
   DeviceBuffer tail_begin_, tail_records_;
   int tail_tiles_ = 0, tail_ctas_ = 0;
   std::unique_ptr<Sm90Backward> bwd_;
@@ -352,7 +352,7 @@ long long sm90_with_act_mix(long long flags, const Sm90Options& opt, const Probl
 }
 
 bool sm90_fwd_tails_apply(const Sm90Options& o, const ProblemDesc& p) {
-  return o.fwd_tails && !o.softmax && p.head_dim == 128 && p.mask == kMaskNone;
+  return o.fwd_tail_rows > 0 && !o.softmax && p.head_dim == 128 && p.mask == kMaskNone;
 }
 
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {

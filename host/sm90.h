@@ -45,10 +45,11 @@ struct Sm90Options {
   // (build_forward_schedule's half_tile_cost); 1 deals the snake. Negative: the default, 0.75
   // where the problem takes the empty-half skip and 1 elsewhere (sm90.cpp fwd_half_tile_cost).
   double fwd_half_tile_cost = -1.0;
-  // Forward: a sequence's last query tile of at most 64 rows runs as a query-column tile
-  // (kernels/sm90/fwd_tail.cu) in a second kernel after the main one, where the problem allows it
-  // (sm90_fwd_tails_apply). Experimental: the registry's sm90-fwd-tails.
-  bool fwd_tails = false;
+  // Forward: a sequence's last query tile of at most this many rows (64 or 96) runs as
+  // query-column tiles of at most 64 rows each (kernels/sm90/fwd_tail.cu) in a second kernel
+  // behind the main one, where the problem allows it (sm90_fwd_tails_apply); 0: none.
+  // Experimental: the registry's sm90-fwd-tails (64) and sm90-fwd-tails96.
+  int fwd_tail_rows = 0;
 };
 // Whether the query-column tiles run for problem p under options o: asked for, GDPA (not the
 // softmax variant), D = 128, no mask.

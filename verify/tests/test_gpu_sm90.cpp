@@ -204,25 +204,29 @@ TEST_SUITE("gpu") {
   TEST_CASE("sm90 forward with query-column tiles (experimental) matches the CPU reference") {
     // sm90-fwd-tails: every last query tile of at most 64 rows runs in the tail kernel (queries as
     // the wgmma's N) behind the main forward. The matrix's D = 128 unmasked cases take it (the
-    // others run the main forward alone); then a batch whose tails hold 1..64 rows, both column
-    // forms (<= 32 and 33..64), against keys of 1 to 5 blocks of 64 with every remainder, GQA,
-    // both scales and both dtypes: each sampled sequence against the reference.
+    // others run the main forward alone); then a batch whose last tiles hold 1..128 rows (both
+    // column forms, <= 32 and 33..64; with sm90-fwd-tails96 also 65..96 cut in two), against keys
+    // of 1 to 5 blocks of 64 with every remainder, GQA, both scales and both dtypes: every
+    // sequence against the reference.
     Sm90Options o;
-    o.fwd_tails = true;
+    o.fwd_tail_rows = 64;
     run_cases(false, {"act=fast_gelu", "act=gelu_poly", "act=silu", "fp16", "MQA G=4", "Lq=1 with an Lk=0", "scales",
                       "kv_index", "cross Lk!=Lq"},
               o);
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    auto k = make_sm90_kernel(o);
+    for (int tail_rows : {64, 96})
     for (DType dt : {kBF16, kFP16}) {
+      o.fwd_tail_rows = tail_rows;
+      auto k = make_sm90_kernel(o);
+      CAPTURE(tail_rows);
       CheckCase c;
       c.label = "tails 1..64 rows";
       c.desc = half_fold_problem(kFastGelu, 131, 4, 2, 64);
       c.desc.dtype = dt;
       std::vector<int> lq(size_t(c.desc.batch())), lk(size_t(c.desc.batch()));
       for (int b = 0; b < c.desc.batch(); ++b) {
-        lq[size_t(b)] = 128 * (b % 3) + 1 + b;            // remainders 1..64 over the batch
+        lq[size_t(b)] = 128 * (b % 3) + 1 + (b * 3) % 128;  // remainders 1..128 over the batch
         lk[size_t(b)] = 1 + (b * 37) % 320;               // 1..5 key blocks, any remainder
       }
       c.desc.cu_seqlens_q = offsets_from_lengths(lq);

@@ -340,3 +340,43 @@ TEST_CASE("forward schedule with cheaper half tiles: balanced by the model, sibl
                    [](const WorkTile& s, const WorkTile& t) { return key(s) == key(t); }));
   CHECK(modelled_load(whole, w, 0.75).max_over_mean == doctest::Approx(1.0));
 }
+
+TEST_CASE("query-column tiles: main and tail schedules cover every query row once, tails cut in 64-row blocks") {
+  // Lq with last tiles of 1, 32, 33, 64, 65, 96, 97 and 128 rows, one sequence without keys (its
+  // tile stays with the main forward, which writes its zeros), two heads.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 2;
+  p.head_dim = 128;
+  const std::vector<int> lq = {1, 160, 33, 64, 193, 96, 97, 128, 20};
+  std::vector<int> lk = {300, 512, 64, 1, 130, 700, 64, 256, 0};
+  p.cu_seqlens_q = offsets_from_lengths(lq);
+  p.cu_seqlens_k = offsets_from_lengths(lk);
+  for (int tail_rows : {64, 96}) {
+    CAPTURE(tail_rows);
+    const CtaSchedule main = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 3, 2, 1.0, tail_rows);
+    const CtaSchedule tails = build_tail_schedule(p, 128, tail_rows, 5);
+    REQUIRE(tails.cta_begin.size() == 6);
+    CHECK(tails.cta_begin.back() == int(tails.tiles.size()));
+    // rows[(b, h)]: how often each query row is covered.
+    std::map<std::pair<int, int>, std::vector<int>> rows;
+    for (size_t b = 0; b < lq.size(); ++b)
+      for (int h = 0; h < 2; ++h) rows[{int(b), h}] = std::vector<int>(size_t(lq[b]), 0);
+    for (const WorkTile& t : main.tiles)
+      for (int r = t.block * 128; r < std::min(lq[size_t(t.batch)], t.block * 128 + 128); ++r)
+        ++rows[{t.batch, t.head}][size_t(r)];
+    for (const WorkTile& t : tails.tiles) {
+      const int first = t.block * 64, n = std::min(64, lq[size_t(t.batch)] - first);
+      REQUIRE(n > 0);
+      CHECK(lk[size_t(t.batch)] > 0);                                   // only tiles that see a key
+      CHECK(lq[size_t(t.batch)] - (first / 128) * 128 <= tail_rows);    // of a last tile within the limit
+      for (int r = first; r < first + n; ++r) ++rows[{t.batch, t.head}][size_t(r)];
+    }
+    for (const auto& kv : rows)
+      for (int c : kv.second) CHECK(c == 1);
+    // Tails per head: the last tiles of 1, 32 (Lq 160), 33 and 64 rows; with 96 also those of 65
+    // (Lq 193) and 96 rows, two 64-row blocks each. 97 and 128 rows stay whole main tiles.
+    const size_t tail_blocks = tail_rows == 64 ? 4 : 4 + 2 + 2;
+    CHECK(tails.tiles.size() == 2 * tail_blocks);
+  }
+  CHECK_THROWS_AS(build_tail_schedule(p, 128, 64, 0), ProblemError);
+}

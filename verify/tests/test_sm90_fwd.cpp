@@ -459,7 +459,7 @@ TEST_CASE("sm90 forward query-column tiles: the plan fits, the kernel keeps its 
   p.cu_seqlens_q = offsets_from_lengths({148, 40, 300});
   p.cu_seqlens_k = offsets_from_lengths({512, 512, 512});
   Sm90Options o;
-  o.fwd_tails = true;
+  o.fwd_tail_rows = 64;
   REQUIRE(sm90_fwd_tails_apply(o, p));
   const std::vector<KernelSource> srcs = sm90_kernel_sources(p, o, false);
   REQUIRE(srcs.size() == 2);
