@@ -1,5 +1,6 @@
-// fwd_tail.cu — the forward's query-column tiles: each sequence's last query rows (at most 64 of
-// them) computed with the queries as the wgmma's N dimension, after (and beside) the main forward.
+// fwd_tail.cu — the forward's query-column tiles: each sequence's last query rows computed with
+// the queries as the wgmma's N dimension, in blocks of at most 64 rows, behind the main forward
+// (host/sm90.cpp launches it; host/scheduler.h build_tail_schedule says which rows).
 //
 //   S^T = K_j Q^T     (64 keys x N queries: A = the K slot, K-major; B = the Q stage, K-major)
 //   P^T = act(S^T)    (in registers, then stored transposed to shared memory as [query][key])
@@ -162,7 +163,8 @@ __device__ __forceinline__ void store_pairs_trans(unsigned stage, int col0, cons
 
 // One tile of N query columns, start to end: its first S^T, then per key block P^T stored, the
 // next block's S^T and this block's O^T issued, and at the end O staged in the tile's Q stage and
-// copied to its rows by the threads (a tail tile never fills 64 rows, so no TMA store).
+// copied to its rows by the threads (at most 64 of them from the tile's first row m0; mostly a
+// sequence's last rows, which a TMA store could not clip).
 template <int DTYPE, int D, int ACT, int FLAGS, int N>
 __device__ __forceinline__ void tail_tile(int c, const FwdTile& t, const GdpaParams& p, const TailRegion<D>& r,
                                           const FragThread& f, int tid, int& q_count, int& kv_count) {
