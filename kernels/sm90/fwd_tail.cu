@@ -146,18 +146,17 @@ __device__ __forceinline__ void issue_ot(float (&o)[D / 64][N / 2], unsigned v_s
 
 // Packed pairs of an m64nN fragment (rows: keys or head-dim entries, columns: queries) stored
 // transposed, as [query][row] in a 128B-swizzled stage of 64-row panels: stmatrix.x4.trans per
-// four pairs (pairs 4m .. 4m + 3 are the 16 x 16 block of rows 16 warp .., columns 16 m ..). Lane l
-// names memory row (query) 16 m + l % 8 + 8 (l / 16), whose 8 entries start at fragment row
-// 16 warp + 8 ((l / 8) % 2) (ptx::stmatrix_x4_trans). `col0` places the fragment's rows at
-// columns col0 .. of the stage (the head-dim half of O).
+// four pairs (pairs 4m .. 4m + 3 are the 16 x 16 block of rows 16 warp .., columns 16 m ..), each
+// lane naming the row tail_trans_row / tail_trans_col give (fwd_tail_config.h; a host test
+// emulates the stores). `col0` places the fragment's rows at columns col0 .. of the stage (the
+// head-dim half of O).
 template <int N, class PairFn>
 __device__ __forceinline__ void store_pairs_trans(unsigned stage, int col0, const FragThread& f, PairFn pair) {
   const int lane = 4 * f.g + f.t;
-  const int row = (lane & 7) + 8 * (lane >> 4);
-  const int col = col0 + 16 * f.warp + 8 * ((lane >> 3) & 1);
+  const int col = col0 + tail_trans_col(lane, f.warp);
 #pragma unroll
   for (int m = 0; m < N / 16; ++m)
-    ptx::stmatrix_x4_trans(stage + staged_panel_offset<kTailMaxRows>(16 * m + row, col), pair(4 * m),
+    ptx::stmatrix_x4_trans(stage + staged_panel_offset<kTailMaxRows>(tail_trans_row(lane, m), col), pair(4 * m),
                            pair(4 * m + 1), pair(4 * m + 2), pair(4 * m + 3));
 }
 

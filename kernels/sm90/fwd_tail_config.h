@@ -24,6 +24,14 @@ constexpr int kTailKvStages = 2;
 // N of a tile of `rows` queries.
 GDPA_HD constexpr int tail_cols(int rows) { return rows <= kTailNarrowRows ? kTailNarrowRows : kTailMaxRows; }
 
+// stmatrix.x4.trans of pairs 4m .. 4m + 3 of an m64nN accumulator fragment (rows: keys or head-dim
+// entries, columns: queries; kernels/sm90/fragments.cuh has the layout): lane `lane` of warp `warp`
+// names the memory row that takes fragment column tail_trans_row, and that row's 8 entries are
+// fragment rows tail_trans_col .. + 7. Matrix j = lane / 8 is pair 4m + j: rows 8 (j % 2) of the
+// warp's 16, columns 8 (j / 2) of the 16 from 16 m (ptx::stmatrix_x4_trans).
+GDPA_HD constexpr int tail_trans_row(int lane, int m) { return 16 * m + (lane & 7) + 8 * (lane >> 4); }
+GDPA_HD constexpr int tail_trans_col(int lane, int warp) { return 16 * warp + 8 * ((lane >> 3) & 1); }
+
 // One consumer warpgroup's shared memory, every tile 1024-byte aligned (128-byte swizzle):
 //   Q stages: [64 queries][128 B] panels, D / 64 of them (the B operand of S^T, K-major); after a
 //     tile's last S^T the same bytes stage its O as [query][D] for the threads' copy to global.

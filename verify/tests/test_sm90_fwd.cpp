@@ -18,6 +18,7 @@
 #include "../../kernels/sm90/act_mix.h"
 #include "../../kernels/sm90/fwd_config.h"
 #include "../../kernels/sm90/fwd_tail_config.h"
+#include "../../ptx/smem_desc.h"
 #include "sass_tools.h"
 
 using namespace gdpa;
@@ -492,4 +493,40 @@ TEST_CASE("sm90 forward query-column tiles: the plan fits, the kernel keeps its 
   p.mask = kMaskNone;
   p.head_dim = 64;
   CHECK_FALSE(sm90_fwd_tails_apply(o, p));
+}
+
+TEST_CASE("query-column tiles: transposed stmatrix stores put fragment (row, col) at [col][row]") {
+  // Emulates stmatrix.x4.trans as PTX defines it: register j of lane l holds row l / 4, columns
+  // 2 (l % 4) and + 1 of 8 x 8 matrix j, and the memory row that lane 8 j + c names receives column
+  // c of matrix j. The registers are a wgmma accumulator's packed pairs 4m .. 4m + 3 (register r of
+  // a thread: row 16 warp + lane / 4 + 8 ((r / 2) % 2), column 8 (r / 4) + 2 (lane % 4) + r % 2), so
+  // the stores must leave fragment element (row, col) at stage row col, column col0 + row: P^T's
+  // [query][key] and O's [query][head dim] layouts, in the 128B-swizzled panels of 64 rows.
+  using namespace sm90;
+  for (int n : {32, 64})
+    for (int col0 : {0, 64}) {
+      CAPTURE(n);
+      CAPTURE(col0);
+      std::vector<int> stage(2 * 64 * 64, -1);  // two panels of [64 rows][64 entries]
+      auto at = [&](int row, int col) -> int& {
+        return stage[size_t(((col >> 6) * 64 * int(kSw128RowBytes) + int(sw128_offset(row, col & 63))) / 2)];
+      };
+      auto id = [](int frag_row, int frag_col) { return frag_row * 1000 + frag_col; };
+      for (int warp = 0; warp < 4; ++warp)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int m = 0; m < n / 16; ++m)
+            for (int j = 0; j < 4; ++j)
+              for (int half = 0; half < 2; ++half) {
+                const int reg = 2 * (4 * m + j) + half;  // register of pair 4m + j
+                const int frag_row = 16 * warp + lane / 4 + 8 * ((reg / 2) % 2);
+                const int frag_col = 8 * (reg / 4) + 2 * (lane % 4) + reg % 2;
+                const int r = lane / 4, c = 2 * (lane % 4) + half;  // place in matrix j
+                const int namer = 8 * j + c;                        // the lane naming its memory row
+                at(tail_trans_row(namer, m), col0 + tail_trans_col(namer, warp) + r) = id(frag_row, frag_col);
+              }
+      int wrong = 0;
+      for (int q = 0; q < n; ++q)
+        for (int k = 0; k < 64; ++k) wrong += at(q, col0 + k) != id(k, q);
+      CHECK(wrong == 0);
+    }
 }
