@@ -32,6 +32,7 @@
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "fwd_config.h"
+#include "fwd_qk.cuh"
 #include "fwd_tail_config.h"
 #include "fwd_tile.cuh"
 #include "jagged_load.cuh"
@@ -112,20 +113,12 @@ __device__ __forceinline__ void tail_producer(int c, const GdpaParams& p, const 
 // Consumer helpers: one warpgroup, one tile of N query columns.
 // ---------------------------------------------------------------------------------------------
 
-// S^T = K Q^T over the head dim: D / 16 wgmmas, the first overwriting S^T. The K slot's 64 keys
-// are M; the Q stage's first N rows are N (both [rows][128 B] panels of 64 rows, K-major).
+// S^T = K Q^T over the head dim: the main forward's score product (fwd_qk.cuh) with the operands'
+// roles swapped, the K slot's 64 keys as M and the Q stage's first N rows as N (both [rows][128 B]
+// panels of 64 rows, K-major).
 template <int DTYPE, int D, int N>
 __device__ __forceinline__ void issue_st(float (&s)[N / 2], unsigned k_slot, unsigned q_stage) {
-  const WgmmaDescBase ka = sw128_kmajor_base(k_slot), qb = sw128_kmajor_base(q_stage);
-#pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-    const unsigned long long da = ka.at(sw128_kmajor_step(kTailBlockN, ks));
-    const unsigned long long db = qb.at(sw128_kmajor_step(kTailMaxRows, ks));
-    if (ks == 0)
-      ptx::Wgmma<N, DTYPE>::template ss<0, 0, 0>(s, da, db);
-    else
-      ptx::Wgmma<N, DTYPE>::template ss<1, 0, 0>(s, da, db);
-  }
+  issue_qk<DTYPE, D, N, kTailBlockN, kTailMaxRows>(s, k_slot, 0, q_stage);
 }
 
 // O^T += V^T P^T: for each 64-wide half h of the head dim, the V slot's panel h read M-major (the

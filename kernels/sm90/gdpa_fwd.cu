@@ -32,6 +32,7 @@
 #include "epilogue.cuh"
 #include "fragments.cuh"
 #include "fwd_config.h"
+#include "fwd_qk.cuh"
 #include "fwd_tile.cuh"
 #include "jagged_load.cuh"
 #include "pipeline.cuh"
@@ -176,25 +177,6 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
 // ---------------------------------------------------------------------------------------------
 // Consumer helpers: one warpgroup, 64 query rows.
 // ---------------------------------------------------------------------------------------------
-
-// S = Q K^T over the head dim: D/16 wgmmas, the first overwriting S. BM: the Q tile's rows (its
-// panels' row count, which sets the descriptor's step from one 64-column panel to the next); the
-// first BN keys of a K slot of KROWS rows per panel (a narrow last block: 64 of 128).
-template <int DTYPE, int D, int BN, int BM = kFwdBlockM, int KROWS = BN>
-__device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_tile, int q_first_row, unsigned k_tile) {
-  // Stepped descriptors (ptx/smem_desc.h): encoded once here, one add per wgmma below.
-  const WgmmaDescBase qa = sw128_kmajor_base(q_tile + unsigned(q_first_row) * kSw128RowBytes);
-  const WgmmaDescBase kb = sw128_kmajor_base(k_tile);
-#pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-    const unsigned long long da = qa.at(sw128_kmajor_step(BM, ks));
-    const unsigned long long db = kb.at(sw128_kmajor_step(KROWS, ks));
-    if (ks == 0)
-      ptx::Wgmma<BN, DTYPE>::template ss<0, 0, 0>(s, da, db);
-    else
-      ptx::Wgmma<BN, DTYPE>::template ss<1, 0, 0>(s, da, db);
-  }
-}
 
 // O (+)= P V over the first BN keys of a V slot of VROWS rows per panel (a narrow last block: 64
 // of 128): BN/16 wgmmas with A from registers and V N-major. ACCUMULATE = false starts O over
