@@ -56,7 +56,7 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
   // other masks and dtypes compiled clean with it.
   if (o.fwd_flags < 0 && (p.mask == kMaskWindow || o.softmax)) f &= ~sm90::kFwdRecordLanes;
   // The bit follows the option (explicit flags too): it is what makes the launcher leave the last
-  // tiles of at most 64 rows to the query-column tiles.
+  // query tiles of at most fwd_tail_rows rows to the query-column tiles.
   if (sm90_fwd_tails_apply(o, p) && !(f & sm90::kFwdThreeConsumers))
     f |= sm90::kFwdAllowDependents;
   else
