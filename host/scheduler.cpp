@@ -301,7 +301,16 @@ LoadStats modelled_cta_load(const ProblemDesc& p, const CtaSchedule& s, int bloc
 double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, const TileTimeModel& m) {
   double useful = 0, steps = 0;
   for (const WorkTile& t : build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, 1)) {
-    useful += double(rows_of(p, t, block_m)) * p.len_k(t.batch);
+    const int rows = rows_of(p, t, block_m);
+    useful += double(rows) * p.len_k(t.batch);
+    if (m.tail_rows > 0 && is_tail_tile(p, t, block_m, m.tail_rows)) {
+      for (int first = 0; first < rows; first += 64) {  // build_tail_schedule's 64-row blocks
+        const bool narrow = rows - first <= 32;
+        steps += t.work * (narrow ? 32.0 : 64.0) / block_m * (narrow ? m.narrow_slowdown : m.wide_slowdown) +
+                 m.tail_boundary_steps;
+      }
+      continue;
+    }
     steps += (half_empty(p, t, block_m) ? m.half_step_share : 1.0) * t.work + m.boundary_steps;
   }
   return steps > 0 ? useful / (steps * block_m * block_n) : 0.0;

@@ -89,6 +89,15 @@ double tile_padding_efficiency(const ProblemDesc& p, int block_m, int block_n);
 struct TileTimeModel {
   double boundary_steps = 0.0;
   double half_step_share = 1.0;
+  // The query-column tiles (kernels/sm90/fwd_tail.cu): with tail_rows > 0 the last tiles that
+  // is_tail_tile names run instead as blocks of at most 64 rows, each of 32 columns (at most 32 rows)
+  // or 64, taking columns / block_m of a whole tile's steps times that form's slowdown (its products
+  // against the main forward's per FLOP), plus tail_boundary_steps (what of its boundary the other
+  // consumer warpgroup does not hide); half_step_share no longer applies to them.
+  int tail_rows = 0;
+  double tail_boundary_steps = 0.0;
+  double narrow_slowdown = 1.0;  // 32 columns
+  double wide_slowdown = 1.0;    // 64 columns
 };
 // Useful score pairs per modelled step, over block_m x block_n pairs: sum Lq Lk / (block_m block_n
 // sum of the tiles' modelled steps). A dense set of whole tiles of n blocks gives n / (n + boundary).

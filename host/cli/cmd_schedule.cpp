@@ -32,7 +32,8 @@ int cmd_schedule(int argc, char** argv) {
         "  equally fast, with the limits at the reference ceilings of perf/TARGETS.md (750 TFLOP/s, 4.27 TB/s),\n"
         "  and the longest tile boundary at which half tiles at exactly half the steps still reach 0.90; the\n"
         "  \"+ busiest CTA\" column divides each set's rate by its modelled skew (a persistent kernel ends\n"
-        "  with its busiest CTA).\n"
+        "  with its busiest CTA). Last, the same bound with the experimental query-column tiles\n"
+        "  (sm90-fwd-tails / -tails96: TileTimeModel's tail fields).\n"
         "  --self-kv: the self sets' keys, as `gdpa bench --self-kv` (default dense: every Lk = L).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
@@ -154,9 +155,40 @@ int cmd_schedule(int argc, char** argv) {
                     .set("half_steps_0.5_no_boundary", Json::number(bound[2]))
                     .set("largest_boundary_for_0.90_with_half_steps_0.5", Json::number(reach)));
   }
+  // The same bound with the query-column tiles (sm90-fwd-tails, -tails96): whole tiles keep the
+  // 0.9-step boundary; a tail block's boundary partly hidden under the other consumer (0 or 0.45
+  // step); its products at the main forward's rate per FLOP, or slower where shared memory bounds
+  // them (32 columns 1.5x: 3 KB of operands per 16 tensor cycles; 64 columns 1.15x).
+  struct TailModel {
+    const char* key;
+    TileTimeModel m;
+  };
+  const TailModel tail_models[4] = {{"tails64_boundary_0", {0.9, 1.0, 64, 0.0, 1.0, 1.0}},
+                                    {"tails64_boundary_0.45", {0.9, 1.0, 64, 0.45, 1.0, 1.0}},
+                                    {"tails64_boundary_0.45_slower", {0.9, 1.0, 64, 0.45, 1.5, 1.15}},
+                                    {"tails96_boundary_0.45_slower", {0.9, 1.0, 96, 0.45, 1.5, 1.15}}};
+  std::printf("\nthe same bound with the query-column tiles (whole tiles: 0.9-step boundary; a tail block: its\n"
+              "columns' share of a whole tile's steps x the slowdown, plus its boundary):\n");
+  std::printf("%-6s %14s %14s %16s %16s\n", "L", "64, bnd 0", "64, bnd 0.45", "+ 1.5x / 1.15x", "96, the same");
+  Json tail_parity = Json::array();
+  for (const auto& [len, dense] : parity_dense) {
+    const ParitySide& half = parity_half[len];
+    if (!dense.seen || !half.seen) continue;
+    Json row = Json::object().set("len", Json::number(len));
+    std::printf("%-6d", len);
+    for (const TailModel& t : tail_models) {
+      // The dense set has no tail tile; its whole tiles keep the same boundary.
+      const double v = modelled_parity(half.problem, half.limit, dense.problem, dense.limit, bm, bn, t.m);
+      row.set(t.key, Json::number(v));
+      std::printf(" %14.3f", v);
+    }
+    std::printf("\n");
+    tail_parity.push(row);
+  }
   Json root = Json::object();
   root.set("padding_efficiency", padding);
   root.set("parity_model", parity);
+  root.set("parity_model_query_column_tiles", tail_parity);
   root.set("what", Json::string("per-SM load skew (max/mean of tile work) of each scheduling policy"))
       .set("block_m", Json::number(bm))
       .set("block_n", Json::number(bn))

@@ -380,3 +380,26 @@ TEST_CASE("query-column tiles: main and tail schedules cover every query row onc
   }
   CHECK_THROWS_AS(build_tail_schedule(p, 128, 64, 0), ProblemError);
 }
+
+TEST_CASE("tile-time model with query-column tiles: tail blocks cost their columns' share of the steps") {
+  // One head, Lk = 256 (two key blocks of 128). Lq = 160: a whole tile (2 steps + 0.9) and a last
+  // tile of 32 rows, as a narrow tail block: 2 x 32 / 128 x 1.5 + 0.45 = 1.2 steps.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 1;
+  p.head_dim = 128;
+  p.cu_seqlens_q = offsets_from_lengths({160});
+  p.cu_seqlens_k = offsets_from_lengths({256});
+  TileTimeModel m{0.9, 1.0, 64, 0.45, 1.5, 1.15};
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(160.0 * 256 / ((2.9 + 1.2) * 128 * 128)));
+  // Without the tails the last tile is a whole one at half_step_share 1: 2.9 steps.
+  m.tail_rows = 0;
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(160.0 * 256 / (5.8 * 128 * 128)));
+  // Lq = 208 with tails up to 96 rows: the last 80 rows as a 64-row wide block (2 x 0.5 x 1.15 +
+  // 0.45) and a 16-row narrow one (2 x 0.25 x 1.5 + 0.45); up to 64 rows they stay a whole tile.
+  p.cu_seqlens_q = offsets_from_lengths({208});
+  m.tail_rows = 96;
+  CHECK(modelled_useful_rate(p, 128, 128, m) ==
+        doctest::Approx(208.0 * 256 / ((2.9 + 1.15 + 0.45 + 0.75 + 0.45) * 128 * 128)));
+  m.tail_rows = 64;
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(208.0 * 256 / (5.8 * 128 * 128)));
+}
