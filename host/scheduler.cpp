@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../kernels/common/masks.cuh"
+#include "../kernels/sm90/fwd_tail_config.h"
 
 namespace gdpa {
 
@@ -157,6 +158,30 @@ int rows_of(const ProblemDesc& p, const WorkTile& t, int block_m) {
 }
 bool half_empty(const ProblemDesc& p, const WorkTile& t, int block_m) { return rows_of(p, t, block_m) <= block_m / 2; }
 
+// Items in the order given, each to the worker with the least load so far (ties to the lowest
+// worker, so equal costs deal round-robin): the indices each worker gets, in order.
+std::vector<std::vector<size_t>> deal_by_load(const std::vector<double>& cost, int workers) {
+  using Load = std::pair<double, int>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_at;
+  for (int w = 0; w < workers; ++w) free_at.push({0.0, w});
+  std::vector<std::vector<size_t>> per_worker(static_cast<size_t>(workers));
+  for (size_t i = 0; i < cost.size(); ++i) {
+    const Load l = free_at.top();
+    free_at.pop();
+    per_worker[size_t(l.second)].push_back(i);
+    free_at.push({l.first + cost[i], l.second});
+  }
+  return per_worker;
+}
+
+// The 64-row blocks build_tail_schedule cuts tail tile t into: fn(first row of the block inside
+// the tile, its columns: sm90::tail_cols of the rows left, 32 or 64).
+template <class Fn>
+void for_each_tail_block(const ProblemDesc& p, const WorkTile& t, int block_m, Fn fn) {
+  const int rows = rows_of(p, t, block_m);
+  for (int first = 0; first < rows; first += sm90::kTailMaxRows) fn(first, sm90::tail_cols(rows - first));
+}
+
 }  // namespace
 
 double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost) {
@@ -169,37 +194,28 @@ bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m, int tail
 
 CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int tail_rows, int workers) {
   if (workers <= 0) throw ProblemError("tail schedule: workers must be positive (got " + std::to_string(workers) + ")");
-  constexpr int kRows = 64;  // a query-column tile's rows at most (kernels/sm90/fwd_tail_config.h)
+  constexpr int kRows = sm90::kTailMaxRows;
   if (block_m % kRows != 0) throw ProblemError("tail schedule: block_m must be a multiple of 64");
   std::vector<WorkTile> tiles;
   std::vector<double> cost;
   for (const WorkTile& t : build_forward_tiles(p, block_m, kRows, SchedulePolicy::kGridOrder, 1)) {
     if (!is_tail_tile(p, t, block_m, tail_rows)) continue;
-    const int rows = rows_of(p, t, block_m);
-    for (int first = 0; first < rows; first += kRows) {
+    for_each_tail_block(p, t, block_m, [&](int first, int cols) {
       WorkTile b = t;
       b.block = t.block * (block_m / kRows) + first / kRows;
       tiles.push_back(b);
-      cost.push_back(t.work * (rows - first <= kRows / 2 ? 0.5 : 1.0) + 1.0);
-    }
+      cost.push_back(t.work * double(cols) / kRows + 1.0);
+    });
   }
   std::vector<size_t> order(tiles.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
-  using Load = std::pair<double, int>;
-  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_at;
-  for (int w = 0; w < workers; ++w) free_at.push({0.0, w});
-  std::vector<std::vector<size_t>> per_worker(static_cast<size_t>(workers));
-  for (size_t i : order) {
-    const Load l = free_at.top();
-    free_at.pop();
-    per_worker[size_t(l.second)].push_back(i);
-    free_at.push({l.first + cost[i], l.second});
-  }
+  std::vector<double> ordered_cost(order.size());
+  for (size_t k = 0; k < order.size(); ++k) ordered_cost[k] = cost[order[k]];
   CtaSchedule s;
   s.cta_begin.push_back(0);
-  for (const auto& list : per_worker) {
-    for (size_t i : list) s.tiles.push_back(tiles[i]);
+  for (const auto& list : deal_by_load(ordered_cost, workers)) {
+    for (size_t k : list) s.tiles.push_back(tiles[order[k]]);
     s.cta_begin.push_back(int(s.tiles.size()));
   }
   return s;
@@ -242,18 +258,11 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
   std::vector<std::vector<size_t>> per_cta(static_cast<size_t>(ctas));
   if (policy == SchedulePolicy::kZigzag && half_tile_cost != 1.0 && ctas > 0) {
     // Least modelled load first, ties to the lowest CTA: with equal costs this deals round-robin.
-    using Load = std::pair<double, int>;
-    std::priority_queue<Load, std::vector<Load>, std::greater<Load>> free_at;
-    for (int c = 0; c < ctas; ++c) free_at.push({0.0, c});
-    for (size_t u = 0; u < units.size(); ++u) {
-      double cost = 0;
+    std::vector<double> cost(units.size(), 0.0);
+    for (size_t u = 0; u < units.size(); ++u)
       for (size_t k = 0; k < units[u].count; ++k)
-        cost += modelled_tile_cost(p, tiles[units[u].first + k], block_m, half_tile_cost);
-      const Load l = free_at.top();
-      free_at.pop();
-      per_cta[size_t(l.second)].push_back(u);
-      free_at.push({l.first + cost, l.second});
-    }
+        cost[u] += modelled_tile_cost(p, tiles[units[u].first + k], block_m, half_tile_cost);
+    per_cta = deal_by_load(cost, ctas);
   } else {
     for (size_t u = 0; u < units.size(); ++u) {
       const size_t round = u / size_t(ctas), pos = u % size_t(ctas);
@@ -304,11 +313,10 @@ double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, cons
     const int rows = rows_of(p, t, block_m);
     useful += double(rows) * p.len_k(t.batch);
     if (m.tail_rows > 0 && is_tail_tile(p, t, block_m, m.tail_rows)) {
-      for (int first = 0; first < rows; first += 64) {  // build_tail_schedule's 64-row blocks
-        const bool narrow = rows - first <= 32;
-        steps += t.work * (narrow ? 32.0 : 64.0) / block_m * (narrow ? m.narrow_slowdown : m.wide_slowdown) +
-                 m.tail_boundary_steps;
-      }
+      for_each_tail_block(p, t, block_m, [&](int, int cols) {
+        const double slowdown = cols == sm90::kTailNarrowRows ? m.narrow_slowdown : m.wide_slowdown;
+        steps += t.work * double(cols) / block_m * slowdown + m.tail_boundary_steps;
+      });
       continue;
     }
     steps += (half_empty(p, t, block_m) ? m.half_step_share : 1.0) * t.work + m.boundary_steps;
