@@ -57,14 +57,19 @@ GDPA_DEVICE void tail_tiles(const GdpaParams& p, int c, int* begin, int* end) {
   *end = p.cta_tile_begin[slot + 1];
 }
 
+// One consumer's stages: the producer fills them through the pointers (TMA destinations), the
+// consumer reads them through the shared-window addresses (wgmma descriptors, stmatrix).
 template <int D>
 struct TailRegion {
   unsigned char* base;  // this consumer's region of shared memory
   TailBarriers* bars;
   static constexpr TailSmemPlan plan = tail_smem_plan(D);
-  GDPA_DEVICE unsigned q(int count) const { return ptx::smem_addr(base + plan.q_off + (count % kTailQStages) * plan.q_bytes); }
-  GDPA_DEVICE unsigned k(int count) const { return ptx::smem_addr(base + plan.k_off + (count % kTailKvStages) * plan.kv_bytes); }
-  GDPA_DEVICE unsigned v(int count) const { return ptx::smem_addr(base + plan.v_off + (count % kTailKvStages) * plan.kv_bytes); }
+  GDPA_DEVICE unsigned char* q_at(int count) const { return base + plan.q_off + (count % kTailQStages) * plan.q_bytes; }
+  GDPA_DEVICE unsigned char* k_at(int count) const { return base + plan.k_off + (count % kTailKvStages) * plan.kv_bytes; }
+  GDPA_DEVICE unsigned char* v_at(int count) const { return base + plan.v_off + (count % kTailKvStages) * plan.kv_bytes; }
+  GDPA_DEVICE unsigned q(int count) const { return ptx::smem_addr(q_at(count)); }
+  GDPA_DEVICE unsigned k(int count) const { return ptx::smem_addr(k_at(count)); }
+  GDPA_DEVICE unsigned v(int count) const { return ptx::smem_addr(v_at(count)); }
   GDPA_DEVICE unsigned p(int step) const { return ptx::smem_addr(base + plan.p_off + (step & 1) * plan.p_bytes); }
 };
 
@@ -87,7 +92,7 @@ __device__ __forceinline__ void tail_producer(int c, const GdpaParams& p, const 
     const FwdTile t = fwd_tile(p, it);
     const int qs = q_count % kTailQStages;
     producer_acquire(r.bars->q[qs], stage_phase(q_count, kTailQStages), kBoxBytes);
-    load_jagged_rows<D, kTailMaxRows, kFwdLoadRows>(r.base + r.plan.q_off + qs * r.plan.q_bytes, 1, tm_q,
+    load_jagged_rows<D, kTailMaxRows, kFwdLoadRows>(r.q_at(q_count), 1, tm_q,
                                                      &r.bars->q[qs].full, t.head(), t.q_row,
                                                      t.q_row - t.m0 + t.len_q, p.load_window_q, p.zero_rows,
                                                      ptx::kEvictFirst);
@@ -98,11 +103,11 @@ __device__ __forceinline__ void tail_producer(int c, const GdpaParams& p, const 
       const unsigned phase = stage_phase(kv_count, kTailKvStages);
       const int key_row = t.k_row + n * kTailBlockN;
       producer_acquire(r.bars->k[s], phase, kBoxBytes);
-      load_jagged_rows<D, kTailBlockN, kFwdLoadRows>(r.base + r.plan.k_off + s * r.plan.kv_bytes, 1, tm_k,
+      load_jagged_rows<D, kTailBlockN, kFwdLoadRows>(r.k_at(kv_count), 1, tm_k,
                                                       &r.bars->k[s].full, t.kv_head(), key_row, key_end,
                                                       p.load_window_k, p.zero_rows, ptx::kEvictLast);
       producer_acquire(r.bars->v[s], phase, kBoxBytes);
-      load_jagged_rows<D, kTailBlockN, kFwdLoadRows>(r.base + r.plan.v_off + s * r.plan.kv_bytes, 1, tm_v,
+      load_jagged_rows<D, kTailBlockN, kFwdLoadRows>(r.v_at(kv_count), 1, tm_v,
                                                       &r.bars->v[s].full, t.kv_head(), key_row, key_end,
                                                       p.load_window_k, p.zero_rows, ptx::kEvictLast);
     }
@@ -249,7 +254,7 @@ __device__ __forceinline__ void tail_consumer(int c, const GdpaParams& p, const 
   tail_tiles(p, c, &it, &end);
   for (; it < end; ++it) {
     const FwdTile t = fwd_tile(p, it);
-    if (t.len_q - t.m0 <= kTailNarrowRows)
+    if (tail_cols(t.len_q - t.m0) == kTailNarrowRows)
       tail_tile<DTYPE, D, ACT, FLAGS, kTailNarrowRows>(c, t, p, r, f, tid, q_count, kv_count);
     else
       tail_tile<DTYPE, D, ACT, FLAGS, kTailMaxRows>(c, t, p, r, f, tid, q_count, kv_count);
