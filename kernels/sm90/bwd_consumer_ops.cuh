@@ -3,6 +3,7 @@
 // Part of the Hopper backward: gdpa_bwd.cu has the design, the roles and the kernel.
 #pragma once
 #include "bwd_common.cuh"
+#include "fwd_qk.cuh"
 
 namespace gdpa::sm90 {
 
@@ -11,21 +12,11 @@ namespace gdpa::sm90 {
 // ---------------------------------------------------------------------------------------------
 
 // Acc (64 keys x 64 queries) = rows [first_row, +64) of a resident [BlockN][D] tile (K or V) times
-// a [BlockM][D] tile (Q or dO) transposed: both operands K-major (D contiguous), D/16 wgmmas.
+// a [BlockM][D] tile (Q or dO) transposed: both operands K-major (D contiguous), D/16 wgmmas; the
+// forward's score product with the roles swapped (fwd_qk.cuh).
 template <int DTYPE, int D>
 __device__ __forceinline__ void issue_keys_x_tile(float (&acc)[32], unsigned kv_tile, int first_row, unsigned qd_tile) {
-  // Stepped descriptors (ptx/smem_desc.h): encoded once here, one add per wgmma below.
-  const WgmmaDescBase kv = sw128_kmajor_base(kv_tile + unsigned(first_row) * kSw128RowBytes);
-  const WgmmaDescBase qd = sw128_kmajor_base(qd_tile);
-#pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-    const unsigned long long a = kv.at(sw128_kmajor_step(kBwdBlockN, ks));
-    const unsigned long long b = qd.at(sw128_kmajor_step(kBwdBlockM, ks));
-    if (ks == 0)  // the first k16 slice overwrites the accumulator (scale-d is an immediate)
-      ptx::Wgmma<64, DTYPE>::template ss<0, 0, 0>(acc, a, b);
-    else
-      ptx::Wgmma<64, DTYPE>::template ss<1, 0, 0>(acc, a, b);
-  }
+  issue_qk<DTYPE, D, 64, kBwdBlockN, kBwdBlockM>(acc, kv_tile, first_row, qd_tile);
 }
 
 // Acc (64 keys x D) += A (64 keys x 64 queries, registers) times a [BlockM][D] tile (dO or Q):

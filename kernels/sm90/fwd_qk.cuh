@@ -1,7 +1,7 @@
-// fwd_qk.cuh — the forward's score product over the head dim, both operands K-major tiles in the
-// 128-byte swizzle: S = Q K^T in the main forward (gdpa_fwd.cu), and, with the operands' roles
-// swapped, S^T = K Q^T in the query-column tiles (fwd_tail.cu: A a 64-key K block, B the tile's
-// Q stage, N its query columns).
+// fwd_qk.cuh — the score product over the head dim, both operands K-major tiles in the 128-byte
+// swizzle: S = Q K^T in the main forward (gdpa_fwd.cu), and, with the operands' roles swapped,
+// S^T = K Q^T in the query-column tiles (fwd_tail.cu: A a 64-key K block, B the tile's Q stage, N
+// its query columns) and S^T = K Q^T, dP^T = V dO^T in the backward (bwd_consumer_ops.cuh).
 #pragma once
 #include "../../ptx/smem_desc.h"
 #include "../../ptx/wgmma.cuh"
