@@ -487,6 +487,11 @@ TEST_CASE("sm90 forward query-column tiles: the plan fits, the kernel keeps its 
   CHECK(count_of(sass, "HGMMA.64x32x16") == 32);
   CHECK(count_of(sass, "HGMMA.64x64x16") == 32);
   CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
+  CHECK(count_of(sass, "UTMALDG.4D") >= 3);  // Q, K, V through the jagged maps
+  CHECK(count_of(sass, "SYNCS.PHASECHK") >= 4);
+  CHECK(count_of(sass, "SYNCS.ARRIVE") >= 2);
+  CHECK(count_of(sass, "USETMAXREG") >= 2);
+  CHECK(count_of(sass, "STSM.16.MT88") >= 8);  // stmatrix .trans: P^T and O, both column forms
   // Masks and other head dims keep the main forward's half tiles.
   p.mask = kMaskCausal;
   CHECK_FALSE(sm90_fwd_tails_apply(o, p));
