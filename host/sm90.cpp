@@ -84,22 +84,28 @@ KernelSource tail_source(const ProblemDesc& p, int main_flags) {
   return s;
 }
 
+// A tile record's geometry: the tile of rows m0.. of tile w's sequence and head (its key range and
+// flags left empty for the caller).
+sm90::FwdTileRecord record_geometry(const ProblemDesc& p, const WorkTile& w, int m0) {
+  sm90::FwdTileRecord t{};
+  const int b = w.batch;
+  t.q_row = p.q_begin(b) + m0;
+  t.k_row = p.k_begin(b);
+  t.len_q = p.len_q(b);
+  t.len_k = p.len_k(b);
+  t.heads = w.head | ((w.head / p.group()) << 16);
+  t.m0 = m0;
+  return t;
+}
+
 // Records of the query-column tiles: the tile's first query row, its sequence, and its keys in
 // 64-key blocks (kTailBlockN).
 std::vector<sm90::FwdTileRecord> tail_records(const ProblemDesc& p, const CtaSchedule& s) {
   std::vector<sm90::FwdTileRecord> r(s.tiles.size());
   for (size_t i = 0; i < s.tiles.size(); ++i) {
-    const WorkTile& w = s.tiles[i];
     sm90::FwdTileRecord& t = r[i];
-    const int b = w.batch;
-    t.m0 = w.block * sm90::kTailMaxRows;  // the tail schedule counts 64-row blocks
-    t.q_row = p.q_begin(b) + t.m0;
-    t.k_row = p.k_begin(b);
-    t.len_q = p.len_q(b);
-    t.len_k = p.len_k(b);
-    t.heads = w.head | ((w.head / p.group()) << 16);
+    t = record_geometry(p, s.tiles[i], s.tiles[i].block * sm90::kTailMaxRows);  // 64-row blocks
     t.n_range = ((t.len_k + sm90::kTailBlockN - 1) / sm90::kTailBlockN) << 16;
-    t.flags = 0;
   }
   return r;
 }
@@ -115,13 +121,8 @@ std::vector<sm90::FwdTileRecord> forward_records(const ProblemDesc& p, const Cta
     for (int i = s.cta_begin[size_t(c)]; i < s.cta_begin[size_t(c) + 1]; ++i) {
       const WorkTile& w = s.tiles[size_t(i)];
       sm90::FwdTileRecord& t = r[size_t(i)];
-      const int b = w.batch, lq = p.len_q(b), lk = p.len_k(b);
-      t.q_row = p.q_begin(b) + w.block * bm;
-      t.k_row = p.k_begin(b);
-      t.len_q = lq;
-      t.len_k = lk;
-      t.heads = w.head | ((w.head / p.group()) << 16);
-      t.m0 = w.block * bm;
+      t = record_geometry(p, w, w.block * bm);
+      const int lq = t.len_q, lk = t.len_k;
       int first = 0, last = 0;
       mask_key_range(p.mask, t.m0, std::min(t.m0 + bm, lq), lq, lk, p.window_left, p.window_right, &first, &last);
       const int n0 = last > first ? first / bn : 0, n1 = last > first ? (last + bn - 1) / bn : 0;
