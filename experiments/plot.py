@@ -431,6 +431,8 @@ ABLATIONS = (
              (("sm90-no-stmatrix-o", "one 4-byte shared store per packed pair (32)"),)),
     Ablation("narrow-last-block", "Forward: a tile's last key block of at most 64 keys run over those keys only (s = 0.5)",
              (("sm90-no-narrow-last-block", "the whole 128-key block"),)),
+    Ablation("fwd-tails", "Forward, experimental: last query tiles of <= 64 / 96 rows as query-column tiles",
+             (("sm90-fwd-tails", "tiles of <= 64 rows in the tail kernel"), ("sm90-fwd-tails96", "<= 96 rows"))),
     Ablation("record-lanes", "Forward: the next tile's record loaded a tile ahead, one field per lane",
              (("sm90-no-record-lanes", "loaded at the tile's top (the warp waits for it)"),)),
     Ablation("tile-records", "Backward: each work tile read from a host-built record",
