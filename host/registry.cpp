@@ -164,6 +164,15 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
+  // sm90-fwd-tails-sideN: the query-column tiles of at most 64 rows beside the main forward, on N
+  // SMs of their own.
+  if (numbered_variant(name, "sm90-fwd-tails-side", 2, &n) && n >= 1) {
+    Sm90Options o;
+    o.fwd_tail_rows = 64;
+    o.fwd_tail_sms = n;
+    o.label = name.substr(5);
+    return make_sm90_kernel(o);
+  }
   if (name == "sm90-fwd-trace") {
     Sm90Options o;
     o.fwd_trace = fwd_trace_path();
@@ -200,7 +209,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-three-wg, sm90-fwd-tails, sm90-fwd-tails96, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
+                           "sm90-three-wg, sm90-fwd-tails, sm90-fwd-tails96, sm90-fwd-tails-sideN, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
                            "kFwdAllFlags / kBwdAllFlags, sm90-fwd-trace, sm90-bwd-trace)");
 }
 

@@ -2,6 +2,7 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <queue>
 #include <string>
@@ -192,33 +193,98 @@ bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m, int tail
   return t.work > 0 && rows_of(p, t, block_m) <= tail_rows;
 }
 
-CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int tail_rows, int workers) {
+namespace {
+
+// The 64-row blocks of the tiles is_tail_tile names, in grid order, with the cost the tail
+// schedules deal by: 64-key blocks times the block's columns over 64, plus one block for the
+// boundary.
+struct TailBlocks {
+  std::vector<WorkTile> tiles;
+  std::vector<double> cost;
+};
+
+TailBlocks tail_blocks(const ProblemDesc& p, int block_m, int tail_rows, int workers) {
   if (workers <= 0) throw ProblemError("tail schedule: workers must be positive (got " + std::to_string(workers) + ")");
   constexpr int kRows = sm90::kTailMaxRows;
   if (block_m % kRows != 0) throw ProblemError("tail schedule: block_m must be a multiple of 64");
-  std::vector<WorkTile> tiles;
-  std::vector<double> cost;
+  TailBlocks b;
   for (const WorkTile& t : build_forward_tiles(p, block_m, kRows, SchedulePolicy::kGridOrder, 1)) {
     if (!is_tail_tile(p, t, block_m, tail_rows)) continue;
     for_each_tail_block(p, t, block_m, [&](int first, int cols) {
-      WorkTile b = t;
-      b.block = t.block * (block_m / kRows) + first / kRows;
-      tiles.push_back(b);
-      cost.push_back(t.work * double(cols) / kRows + 1.0);
+      WorkTile w = t;
+      w.block = t.block * (block_m / kRows) + first / kRows;
+      b.tiles.push_back(w);
+      b.cost.push_back(t.work * double(cols) / kRows + 1.0);
     });
   }
-  std::vector<size_t> order(tiles.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  return b;
+}
+
+// The blocks taken in `order`, each to the least loaded worker.
+CtaSchedule deal_tail_blocks(const TailBlocks& b, const std::vector<size_t>& order, int workers) {
   std::vector<double> ordered_cost(order.size());
-  for (size_t k = 0; k < order.size(); ++k) ordered_cost[k] = cost[order[k]];
+  for (size_t k = 0; k < order.size(); ++k) ordered_cost[k] = b.cost[order[k]];
   CtaSchedule s;
   s.cta_begin.push_back(0);
   for (const auto& list : deal_by_load(ordered_cost, workers)) {
-    for (size_t k : list) s.tiles.push_back(tiles[order[k]]);
+    for (size_t k : list) s.tiles.push_back(b.tiles[order[k]]);
     s.cta_begin.push_back(int(s.tiles.size()));
   }
   return s;
+}
+
+}  // namespace
+
+CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int tail_rows, int workers) {
+  const TailBlocks b = tail_blocks(p, block_m, tail_rows, workers);
+  std::vector<size_t> order(b.tiles.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return b.cost[x] > b.cost[y]; });
+  return deal_tail_blocks(b, order, workers);
+}
+
+std::vector<double> tail_block_moments(const ProblemDesc& p, int block_m, const std::vector<WorkTile>& blocks,
+                                       const CtaSchedule& main, double half_tile_cost) {
+  // Each main tile's modelled midpoint on its CTA, as a share of the busiest CTA's modelled time;
+  // then their mean per (sequence, head).
+  std::map<std::pair<int, int>, std::pair<double, int>> mid;  // (batch, head) -> (sum, count)
+  double makespan = 0.0;
+  std::vector<std::pair<std::pair<int, int>, double>> at;
+  for (int c = 0; c < main.ctas(); ++c) {
+    double clock = 0.0;
+    for (int i = main.cta_begin[size_t(c)]; i < main.cta_begin[size_t(c) + 1]; ++i) {
+      const WorkTile& t = main.tiles[size_t(i)];
+      const double cost = modelled_tile_cost(p, t, block_m, half_tile_cost);
+      at.push_back({{t.batch, t.head}, clock + 0.5 * cost});
+      clock += cost;
+    }
+    makespan = std::max(makespan, clock);
+  }
+  for (const auto& a : at) {
+    auto& m = mid[a.first];
+    m.first += a.second / makespan;
+    ++m.second;
+  }
+  // Blocks of a (sequence, head) with no main tile: spread evenly over the run, in grid order.
+  size_t alone = 0;
+  for (const WorkTile& t : blocks) alone += mid.count({t.batch, t.head}) ? 0 : 1;
+  std::vector<double> moment(blocks.size());
+  size_t k = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto it = mid.find({blocks[i].batch, blocks[i].head});
+    moment[i] = it != mid.end() ? it->second.first / it->second.second : (double(k++) + 0.5) / double(alone);
+  }
+  return moment;
+}
+
+CtaSchedule build_tail_schedule_beside(const ProblemDesc& p, int block_m, int tail_rows, int workers,
+                                       const CtaSchedule& main, double half_tile_cost) {
+  const TailBlocks b = tail_blocks(p, block_m, tail_rows, workers);
+  const std::vector<double> moment = tail_block_moments(p, block_m, b.tiles, main, half_tile_cost);
+  std::vector<size_t> order(b.tiles.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return moment[x] < moment[y]; });
+  return deal_tail_blocks(b, order, workers);
 }
 
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,

@@ -156,6 +156,21 @@ bool is_tail_tile(const ProblemDesc& p, const WorkTile& t, int block_m, int tail
 // warpgroups, two per CTA): worker w runs tiles[cta_begin[w]] .. tiles[cta_begin[w + 1] - 1].
 // cta_begin has workers + 1 entries.
 CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int tail_rows, int workers);
+// The same blocks for a tail kernel that runs beside the main forward on SMs of its own
+// (Sm90Options::fwd_tail_sms), ordered so that each runs when the main forward is modelled to run
+// the other query tiles of its (sequence, head): a tail block reads its sequence's whole K and V,
+// which L2 still holds then, and from DRAM again if it runs apart from them (PERF_NOTES, "the
+// query-column tiles beside the main forward"). The blocks go, by tail_block_moments ascending,
+// each to the least loaded worker, so every worker walks its list in the main forward's time order.
+CtaSchedule build_tail_schedule_beside(const ProblemDesc& p, int block_m, int tail_rows, int workers,
+                                       const CtaSchedule& main, double half_tile_cost);
+// When in the main forward's run each tail block's (sequence, head) is modelled to be read, as a
+// share of the busiest CTA's modelled time (0 = its start, 1 = its end): the mean of the midpoints
+// of the (sequence, head)'s main tiles, each CTA running its tiles back to back at
+// modelled_tile_cost. Blocks of a (sequence, head) with no main tile are spread evenly over (0, 1)
+// in the order given.
+std::vector<double> tail_block_moments(const ProblemDesc& p, int block_m, const std::vector<WorkTile>& blocks,
+                                       const CtaSchedule& main, double half_tile_cost);
 // The cost build_forward_schedule models for tile t (tile_cost, or half_tile_cost of it for a last
 // tile of at most block_m / 2 rows).
 double modelled_tile_cost(const ProblemDesc& p, const WorkTile& t, int block_m, double half_tile_cost);

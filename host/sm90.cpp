@@ -201,9 +201,15 @@ class Sm90Kernel final : public AttentionKernel {
     const CompiledKernel ck = compile_kernel(fwd_source(p, flags), 90);
     fwd_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
     const int tail_rows = (flags & sm90::kFwdAllowDependents) ? opt_.fwd_tail_rows : 0;
-    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_, fwd_half_tile_cost(opt_, flags), tail_rows);
+    // Beside (fwd_tail_sms > 0): the main forward keeps the SMs the tail kernel does not take.
+    const int tail_sms = tail_rows > 0 ? opt_.fwd_tail_sms : 0;
+    if (tail_sms < 0 || tail_sms >= sms_)
+      throw ProblemError("fwd_tail_sms " + std::to_string(tail_sms) + " must leave the main forward an SM (the GPU has " +
+                         std::to_string(sms_) + ")");
+    const double half_cost = fwd_half_tile_cost(opt_, flags);
+    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_ - tail_sms, half_cost, tail_rows);
     tail_tiles_ = 0;
-    if (tail_rows > 0) prepare_tails(p, flags, tail_rows);
+    if (tail_rows > 0) prepare_tails(p, flags, tail_rows, tail_sms, sched, half_cost);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
@@ -254,8 +260,9 @@ class Sm90Kernel final : public AttentionKernel {
     if (trace_.on()) trace_.save(stream);
     if (tail_tiles_ > 0) {
       // The query-column tiles write rows no main tile writes, so they need nothing of it: they
-      // launch as soon as every main CTA has started and take each SM its main CTA leaves. Work
-      // queued behind them still waits for both kernels (PERF_NOTES, thirtieth session).
+      // launch as soon as every main CTA has started and take each SM its main CTA leaves, or at
+      // once the SMs a main grid of sms - fwd_tail_sms CTAs leaves free. Work queued behind them
+      // still waits for both kernels (PERF_NOTES, thirtieth session).
       params.num_tiles = tail_tiles_;
       params.cta_tile_begin = reinterpret_cast<const int*>(tail_begin_.ptr());
       params.tile_records = reinterpret_cast<const void*>(tail_records_.ptr());
@@ -269,16 +276,22 @@ class Sm90Kernel final : public AttentionKernel {
     }
   }
 
-  // The query-column tiles of the last query tiles the main schedule left out: dealt to the
+  // The query-column tiles of the last query tiles the main schedule `main` left out: dealt to the
   // consumer warpgroups of one CTA per SM (two each), the kernel compiled with the main's flags.
-  void prepare_tails(const ProblemDesc& p, int flags, int tail_rows) {
+  // Behind the main forward (tail_sms 0) on every SM, longest first; beside it on tail_sms SMs, in
+  // the main schedule's modelled time order.
+  void prepare_tails(const ProblemDesc& p, int flags, int tail_rows, int tail_sms, const CtaSchedule& main,
+                     double half_cost) {
     const CompiledKernel ck = compile_kernel(tail_source(p, flags), 90);
     tail_module_ = std::make_unique<Module>(ck.cubin.data(), ck.lowered_name);
-    const CtaSchedule s = build_tail_schedule(p, sm90::kFwdBlockM, tail_rows, sm90::kTailConsumers * sms_);
+    const int workers = sm90::kTailConsumers * (tail_sms > 0 ? tail_sms : sms_);
+    const CtaSchedule s = tail_sms > 0
+                              ? build_tail_schedule_beside(p, sm90::kFwdBlockM, tail_rows, workers, main, half_cost)
+                              : build_tail_schedule(p, sm90::kFwdBlockM, tail_rows, workers);
     tail_tiles_ = int(s.tiles.size());
     if (tail_tiles_ == 0) return;
     // Workers beyond the tiles get none (the dealing fills the lowest first): no CTA for them.
-    tail_ctas_ = (std::min(tail_tiles_, sm90::kTailConsumers * sms_) + sm90::kTailConsumers - 1) / sm90::kTailConsumers;
+    tail_ctas_ = (std::min(tail_tiles_, workers) + sm90::kTailConsumers - 1) / sm90::kTailConsumers;
     tail_begin_ = DeviceBuffer(s.cta_begin.size() * sizeof(int));
     tail_begin_.upload(s.cta_begin);
     const std::vector<sm90::FwdTileRecord> records = tail_records(p, s);

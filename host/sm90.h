@@ -50,6 +50,11 @@ struct Sm90Options {
   // behind the main one, where the problem allows it (sm90_fwd_tails_apply); 0: none.
   // Experimental: the registry's sm90-fwd-tails (64) and sm90-fwd-tails96.
   int fwd_tail_rows = 0;
+  // With fwd_tail_rows: 0 runs the query-column tiles behind the main forward, on every SM as its
+  // CTAs leave; N > 0 runs them beside it from the start, on N SMs of their own, the main forward
+  // on the others, each tile when the main forward reads its (sequence, head)
+  // (build_tail_schedule_beside). Experimental: the registry's sm90-fwd-tails-sideN.
+  int fwd_tail_sms = 0;
 };
 // Whether the query-column tiles run for problem p under options o: asked for, GDPA (not the
 // softmax variant), D = 128, no mask.

@@ -205,7 +205,8 @@ TEST_SUITE("gpu") {
     // sm90-fwd-tails: every last query tile of at most 64 rows runs in the tail kernel (queries as
     // the wgmma's N) behind the main forward. The matrix's D = 128 unmasked cases take it (the
     // others run the main forward alone); then a batch whose last tiles hold 1..128 rows (both
-    // column forms, <= 32 and 33..64; with sm90-fwd-tails96 also 65..96 cut in two), against keys
+    // column forms, <= 32 and 33..64; with sm90-fwd-tails96 also 65..96 cut in two; and beside the
+    // main forward, as sm90-fwd-tails-sideN runs them), against keys
     // of 1 to 5 blocks of 64 with every remainder, GQA, both scales and both dtypes: every
     // sequence against the reference.
     Sm90Options o;
@@ -215,11 +216,14 @@ TEST_SUITE("gpu") {
               o);
     Context ctx(0);
     if (ctx.info().arch() != 90) return;
-    for (int tail_rows : {64, 96})
+    // {tail rows, SMs beside the main forward}: behind it with 64 and 96 rows, beside it on 12 SMs.
+    for (const auto& form : {std::pair<int, int>{64, 0}, {96, 0}, {64, 12}})
     for (DType dt : {kBF16, kFP16}) {
-      o.fwd_tail_rows = tail_rows;
+      o.fwd_tail_rows = form.first;
+      o.fwd_tail_sms = form.second;
       auto k = make_sm90_kernel(o);
-      CAPTURE(tail_rows);
+      CAPTURE(form.first);
+      CAPTURE(form.second);
       CheckCase c;
       c.label = "tails 1..64 rows";
       c.desc = half_fold_problem(kFastGelu, 131, 4, 2, 64);

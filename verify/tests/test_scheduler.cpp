@@ -381,6 +381,57 @@ TEST_CASE("query-column tiles: main and tail schedules cover every query row onc
   CHECK_THROWS_AS(build_tail_schedule(p, 128, 64, 0), ProblemError);
 }
 
+TEST_CASE("query-column tiles beside the main forward: the same blocks, each worker's in the main's time order") {
+  // Eight sequences of 4 x 128 + 32 rows (a tail block each after four main tiles) and two of 40
+  // rows (a tail block alone), dense keys of 512, two heads; the main forward on 3 CTAs.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 2;
+  p.head_dim = 128;
+  std::vector<int> lq(8, 4 * 128 + 32);
+  lq.push_back(40);
+  lq.push_back(40);
+  const std::vector<int> lk(lq.size(), 512);
+  p.cu_seqlens_q = offsets_from_lengths(lq);
+  p.cu_seqlens_k = offsets_from_lengths(lk);
+  const CtaSchedule main = build_forward_schedule(p, 128, 128, SchedulePolicy::kZigzag, 3, 0, 1.0, 64);
+  const CtaSchedule behind = build_tail_schedule(p, 128, 64, 4);
+  const CtaSchedule beside = build_tail_schedule_beside(p, 128, 64, 4, main, 1.0);
+  REQUIRE(beside.cta_begin.size() == 5);
+  CHECK(beside.cta_begin.back() == int(beside.tiles.size()));
+  // The same blocks as behind the main forward, each once.
+  auto key = [](const WorkTile& t) { return std::make_tuple(t.batch, t.head, t.block, t.work); };
+  std::vector<std::tuple<int, int, int, int>> a, b;
+  for (const WorkTile& t : behind.tiles) a.push_back(key(t));
+  for (const WorkTile& t : beside.tiles) b.push_back(key(t));
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  CHECK(a == b);
+  CHECK(b.size() == 2 * 10);
+  // Moments: the main tiles run in grid order, four per (sequence, head), on 3 CTAs of equal
+  // tiles: (sequence 0, head 0) owns rounds 0 and 1 of 22 rounds' worth, so its moment is early;
+  // the last sequence with main tiles is read at the end; the two alone are spread in (0, 1).
+  for (double x : tail_block_moments(p, 128, beside.tiles, main, 1.0)) {
+    CHECK(x > 0.0);
+    CHECK(x < 1.0);
+  }
+  std::vector<WorkTile> probe = {WorkTile{0, 0, 8, 4}, WorkTile{7, 1, 8, 4}, WorkTile{8, 0, 0, 4}, WorkTile{9, 1, 0, 4}};
+  const std::vector<double> pm = tail_block_moments(p, 128, probe, main, 1.0);
+  CHECK(pm[0] < 0.15);
+  CHECK(pm[1] > 0.85);
+  CHECK(pm[2] == doctest::Approx(0.25));  // two blocks alone: at 1/4 and 3/4
+  CHECK(pm[3] == doctest::Approx(0.75));
+  // Each worker walks its blocks in time order (the moments of the blocks in grid order, as the
+  // schedule takes them: the blocks alone are spread in that order).
+  std::vector<WorkTile> grid = beside.tiles;
+  std::sort(grid.begin(), grid.end(), [&](const WorkTile& x, const WorkTile& y) { return key(x) < key(y); });
+  const std::vector<double> mg = tail_block_moments(p, 128, grid, main, 1.0);
+  std::map<std::tuple<int, int, int, int>, double> moment_of;
+  for (size_t i = 0; i < grid.size(); ++i) moment_of[key(grid[i])] = mg[i];
+  for (int w = 0; w < beside.ctas(); ++w)
+    for (int i = beside.cta_begin[size_t(w)] + 1; i < beside.cta_begin[size_t(w) + 1]; ++i)
+      CHECK(moment_of[key(beside.tiles[size_t(i - 1)])] <= moment_of[key(beside.tiles[size_t(i)])]);
+}
+
 TEST_CASE("tile-time model with query-column tiles: tail blocks cost their columns' share of the steps") {
   // One head, Lk = 256 (two key blocks of 128). Lq = 160: a whole tile (2 steps + 0.9) and a last
   // tile of 32 rows, as a narrow tail block: 2 x 32 / 128 x 1.5 + 0.45 = 1.2 steps.
