@@ -42,8 +42,9 @@ require_gdpa() {
 
 # `gdpa bench` rejects an unknown kernel only after it has measured the ceilings and generated the
 # first set, and rejects it mid-run, after earlier kernels' rows are lost with the process. Every
-# kernel name is a string literal in the binary, so a name absent from it is certainly unknown:
-# fail here, before any GPU time is spent. (GDPA_SKIP_PREFLIGHT=1 skips the check.)
+# kernel name is a string literal in the binary (a numbered variant's by its prefix), so a name absent
+# from it is certainly unknown: fail here, before any GPU time is spent. (GDPA_SKIP_PREFLIGHT=1 skips
+# the check.)
 require_kernels() {  # require_kernels a,b,c
   require_names kernel "$1" "Set the script's kernel variable (e.g. OFF=... or KERNELS=...) to names this build has."
 }
@@ -57,7 +58,10 @@ require_names() {  # require_names WHAT a,b,c HINT
   local k missing=() names=()
   IFS=, read -r -a names <<<"$2"
   for k in "${names[@]}"; do
-    LC_ALL=C grep -aqF -- "$k" "$GDPA" || missing+=("$k")
+    # A numbered variant (sm90-fwd-halfN, sm90-fwd-tails-sideN, ...) is known by its prefix: the
+    # binary holds "sm90-fwd-tails-side", not every "sm90-fwd-tails-side16".
+    LC_ALL=C grep -aqF -- "$k" "$GDPA" || { [[ $k =~ [0-9]$ ]] && LC_ALL=C grep -aqF -- "${k%"${k##*[!0-9]}"}" "$GDPA"; } ||
+      missing+=("$k")
   done
   [ ${#missing[@]} -eq 0 ] ||
     die "this build of gdpa does not know $1 name(s): ${missing[*]}. $3 (GDPA_SKIP_PREFLIGHT=1 skips this check.)"

@@ -1,13 +1,17 @@
 // test_experiment_summaries.cpp — experiments/parity_summary.py and alone_summary.py against bench
-// JSON whose numbers are known, named as experiments/parity.sh and alone_rounds.sh name theirs, and
-// traffic_summary.py against ncu CSV as experiments/traffic.sh keeps it.
+// JSON whose numbers are known, named as experiments/parity.sh and alone_rounds.sh name theirs,
+// traffic_summary.py against ncu CSV as experiments/traffic.sh keeps it, and lib.sh's check of
+// kernel names before a script spends GPU time.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "../../host/compile.h"
 #include "python_tools.h"
 
 namespace {
@@ -176,4 +180,33 @@ TEST_CASE("traffic_summary.py: time, clock and bytes per launch, in ms, GHz and 
   // A launch ncu did not profile (metrics missing) is an error, not a row of zeros.
   CHECK(broken.find("failed") != std::string::npos);
   CHECK(broken.find("no clock_ghz, dram_read_gb") != std::string::npos);
+}
+
+TEST_CASE("lib.sh preflight: a kernel name the binary lacks is an error, a numbered variant is known by its prefix") {
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) return;  // no bash: nothing to run the scripts with
+  const fs::path dir = fresh_dir("gdpa-preflight-test");
+  const fs::path fake = dir / "gdpa";  // the preflight reads the binary's bytes only
+  std::ofstream(fake) << "unknown kernel (known: sm90, sm90-fwd-tails-side, sm90-fwd-half)";
+  const fs::path out = dir / "out.txt";
+  auto preflight = [&](const std::string& names) {
+    const std::string cmd = "bash -c \"GDPA='" + fake.string() + "'; source '" + gdpa::source_root() +
+                            "/experiments/lib.sh' && require_kernels " + names + " && echo KNOWN\" > '" +
+                            out.string() + "' 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream f(out);
+    std::stringstream text;
+    text << f.rdbuf();
+    return std::make_pair(rc, text.str());
+  };
+  const auto known = preflight("sm90,sm90-fwd-tails-side16,sm90-fwd-half75");
+  CHECK(known.first == 0);
+  CHECK(known.second.find("KNOWN") != std::string::npos);
+  // The check is by substring: a name passes when it (or its prefix) occurs anywhere in the binary.
+  for (const std::string name : {"sm90-fwd-tails-wide16", "sm90-nosuch7", "sm90-three-wg"}) {
+    CAPTURE(name);
+    const auto missing = preflight("sm90," + name);
+    CHECK(missing.first != 0);
+    CHECK(missing.second.find("does not know kernel name(s): " + name) != std::string::npos);
+  }
+  fs::remove_all(dir);
 }
