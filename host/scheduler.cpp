@@ -203,8 +203,7 @@ struct TailBlocks {
   std::vector<double> cost;
 };
 
-TailBlocks tail_blocks(const ProblemDesc& p, int block_m, int tail_rows, int workers) {
-  if (workers <= 0) throw ProblemError("tail schedule: workers must be positive (got " + std::to_string(workers) + ")");
+TailBlocks tail_blocks(const ProblemDesc& p, int block_m, int tail_rows) {
   constexpr int kRows = sm90::kTailMaxRows;
   if (block_m % kRows != 0) throw ProblemError("tail schedule: block_m must be a multiple of 64");
   TailBlocks b;
@@ -222,6 +221,7 @@ TailBlocks tail_blocks(const ProblemDesc& p, int block_m, int tail_rows, int wor
 
 // The blocks taken in `order`, each to the least loaded worker.
 CtaSchedule deal_tail_blocks(const TailBlocks& b, const std::vector<size_t>& order, int workers) {
+  if (workers <= 0) throw ProblemError("tail schedule: workers must be positive (got " + std::to_string(workers) + ")");
   std::vector<double> ordered_cost(order.size());
   for (size_t k = 0; k < order.size(); ++k) ordered_cost[k] = b.cost[order[k]];
   CtaSchedule s;
@@ -236,7 +236,7 @@ CtaSchedule deal_tail_blocks(const TailBlocks& b, const std::vector<size_t>& ord
 }  // namespace
 
 CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int tail_rows, int workers) {
-  const TailBlocks b = tail_blocks(p, block_m, tail_rows, workers);
+  const TailBlocks b = tail_blocks(p, block_m, tail_rows);
   std::vector<size_t> order(b.tiles.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return b.cost[x] > b.cost[y]; });
@@ -245,25 +245,21 @@ CtaSchedule build_tail_schedule(const ProblemDesc& p, int block_m, int tail_rows
 
 std::vector<double> tail_block_moments(const ProblemDesc& p, int block_m, const std::vector<WorkTile>& blocks,
                                        const CtaSchedule& main, double half_tile_cost) {
-  // Each main tile's modelled midpoint on its CTA, as a share of the busiest CTA's modelled time;
-  // then their mean per (sequence, head).
+  // Each main tile's modelled midpoint on its CTA, summed per (sequence, head); their mean over
+  // the busiest CTA's modelled time below.
   std::map<std::pair<int, int>, std::pair<double, int>> mid;  // (batch, head) -> (sum, count)
   double makespan = 0.0;
-  std::vector<std::pair<std::pair<int, int>, double>> at;
   for (int c = 0; c < main.ctas(); ++c) {
     double clock = 0.0;
     for (int i = main.cta_begin[size_t(c)]; i < main.cta_begin[size_t(c) + 1]; ++i) {
       const WorkTile& t = main.tiles[size_t(i)];
       const double cost = modelled_tile_cost(p, t, block_m, half_tile_cost);
-      at.push_back({{t.batch, t.head}, clock + 0.5 * cost});
+      auto& m = mid[{t.batch, t.head}];
+      m.first += clock + 0.5 * cost;
+      ++m.second;
       clock += cost;
     }
     makespan = std::max(makespan, clock);
-  }
-  for (const auto& a : at) {
-    auto& m = mid[a.first];
-    m.first += a.second / makespan;
-    ++m.second;
   }
   // Blocks of a (sequence, head) with no main tile: spread evenly over the run, in grid order.
   size_t alone = 0;
@@ -272,14 +268,15 @@ std::vector<double> tail_block_moments(const ProblemDesc& p, int block_m, const 
   size_t k = 0;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const auto it = mid.find({blocks[i].batch, blocks[i].head});
-    moment[i] = it != mid.end() ? it->second.first / it->second.second : (double(k++) + 0.5) / double(alone);
+    moment[i] = it != mid.end() ? it->second.first / (it->second.second * makespan)
+                                : (double(k++) + 0.5) / double(alone);
   }
   return moment;
 }
 
 CtaSchedule build_tail_schedule_beside(const ProblemDesc& p, int block_m, int tail_rows, int workers,
                                        const CtaSchedule& main, double half_tile_cost) {
-  const TailBlocks b = tail_blocks(p, block_m, tail_rows, workers);
+  const TailBlocks b = tail_blocks(p, block_m, tail_rows);
   const std::vector<double> moment = tail_block_moments(p, block_m, b.tiles, main, half_tile_cost);
   std::vector<size_t> order(b.tiles.size());
   std::iota(order.begin(), order.end(), size_t(0));

@@ -9,17 +9,22 @@
 
 namespace gdpa {
 
-std::string run_experiment_script(const std::string& script, const std::string& args) {
-  if (std::system("python3 -c pass > /dev/null 2>&1") != 0) return "";
+CommandResult run_command(const std::string& cmd) {
   const std::filesystem::path out = std::filesystem::temp_directory_path() / "gdpa-experiment-script-test.txt";
-  const std::string cmd =
-      "python3 '" + source_root() + "/experiments/" + script + "' " + args + " > '" + out.string() + "' 2>&1";
-  const int rc = std::system(cmd.c_str());
+  CommandResult r;
+  r.status = std::system((cmd + " > '" + out.string() + "' 2>&1").c_str());
   std::ifstream f(out);
   std::stringstream text;
   text << f.rdbuf();
+  r.output = text.str();
   std::filesystem::remove(out);
-  return rc == 0 ? text.str() : script + " failed:\n" + text.str();
+  return r;
+}
+
+std::string run_experiment_script(const std::string& script, const std::string& args) {
+  if (std::system("python3 -c pass > /dev/null 2>&1") != 0) return "";
+  const CommandResult r = run_command("python3 '" + source_root() + "/experiments/" + script + "' " + args);
+  return r.status == 0 ? r.output : script + " failed:\n" + r.output;
 }
 
 }  // namespace gdpa

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -187,26 +186,19 @@ TEST_CASE("lib.sh preflight: a kernel name the binary lacks is an error, a numbe
   const fs::path dir = fresh_dir("gdpa-preflight-test");
   const fs::path fake = dir / "gdpa";  // the preflight reads the binary's bytes only
   std::ofstream(fake) << "unknown kernel (known: sm90, sm90-fwd-tails-side, sm90-fwd-half)";
-  const fs::path out = dir / "out.txt";
   auto preflight = [&](const std::string& names) {
-    const std::string cmd = "bash -c \"GDPA='" + fake.string() + "'; source '" + gdpa::source_root() +
-                            "/experiments/lib.sh' && require_kernels " + names + " && echo KNOWN\" > '" +
-                            out.string() + "' 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::ifstream f(out);
-    std::stringstream text;
-    text << f.rdbuf();
-    return std::make_pair(rc, text.str());
+    return gdpa::run_command("bash -c \"GDPA='" + fake.string() + "'; source '" + gdpa::source_root() +
+                             "/experiments/lib.sh' && require_kernels " + names + " && echo KNOWN\"");
   };
   const auto known = preflight("sm90,sm90-fwd-tails-side16,sm90-fwd-half75");
-  CHECK(known.first == 0);
-  CHECK(known.second.find("KNOWN") != std::string::npos);
+  CHECK(known.status == 0);
+  CHECK(known.output.find("KNOWN") != std::string::npos);
   // The check is by substring: a name passes when it (or its prefix) occurs anywhere in the binary.
   for (const std::string name : {"sm90-fwd-tails-wide16", "sm90-nosuch7", "sm90-three-wg"}) {
     CAPTURE(name);
     const auto missing = preflight("sm90," + name);
-    CHECK(missing.first != 0);
-    CHECK(missing.second.find("does not know kernel name(s): " + name) != std::string::npos);
+    CHECK(missing.status != 0);
+    CHECK(missing.output.find("does not know kernel name(s): " + name) != std::string::npos);
   }
   fs::remove_all(dir);
 }
