@@ -52,8 +52,9 @@ $(BUILD)/gdpa_tests: $(TEST_OBJ) $(BUILD)/libgdpa.a
 # Test objects need doctest's header, which `deps-test` provides.
 $(TEST_OBJ): | deps-test
 
-test: deps-test deps-sass $(BUILD)/gdpa_tests
-	$(BUILD)/gdpa_tests
+# The tests run the experiment scripts' preflight against the command-line binary (GDPA_BIN).
+test: deps-test deps-sass $(BUILD)/gdpa_tests $(BUILD)/gdpa
+	GDPA_BIN=$(BUILD)/gdpa $(BUILD)/gdpa_tests
 
 run: $(BUILD)/gdpa
 	$(BUILD)/gdpa run

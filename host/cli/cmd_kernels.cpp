@@ -80,18 +80,20 @@ int cmd_kernels(int argc, char** argv) {
 }
 
 int cmd_precompile(int argc, char** argv) {
-  Args a(argc, argv, 0, {"help", "bench-only"});
+  Args a(argc, argv, 0, {"help", "bench-only", "dry-run"});
   if (a.has("help")) {
     std::puts(
-        "usage: gdpa precompile [--arch 90] [--kernels NAME,..] [--bench-only] [--dims D,..]\n"
+        "usage: gdpa precompile [--arch 90] [--kernels NAME,..] [--bench-only] [--dims D,..] [--dry-run]\n"
         "  Fills the NVRTC cache with every variant `gdpa check` and `gdpa bench` compile (default: all\n"
         "  kernels, the ablation variants too), in parallel. No GPU needed: a cache built here can travel\n"
         "  with the tree (GDPA_CACHE names another cache folder).\n"
         "  --kernels: only these kernels   --bench-only: only the benchmark's variants (not the check\n"
-        "  matrix)   --dims: the benchmark's variants at these head dims (default 128)");
+        "  matrix)   --dims: the benchmark's variants at these head dims (default 128)\n"
+        "  --dry-run: resolve the names and count the variants, compile nothing; an unknown kernel name\n"
+        "  is an error (exit 1), so scripts check their names here before they spend GPU time");
     return 0;
   }
-  a.check_known({"help", "arch", "kernels", "bench-only", "dims"});
+  a.check_known({"help", "arch", "kernels", "bench-only", "dims", "dry-run"});
   const int arch = a.get_int("arch", 90);
   const bool bench_only = a.has("bench-only");
   std::vector<int> dims;
@@ -123,6 +125,11 @@ int cmd_precompile(int argc, char** argv) {
   }
   // Duplicates compile once: the cache serves the repeats.
   const std::vector<KernelSource> unique = unique_sources(srcs);
+  if (a.has("dry-run")) {
+    std::printf("%zu kernel name(s) known; %zu variants for sm_%da (nothing compiled)\n", names.size(), unique.size(),
+                arch);
+    return 0;
+  }
   std::printf("compiling %zu variants for sm_%da into %s\n", unique.size(), arch, cache_dir().c_str());
   std::fflush(stdout);
   const auto out = compile_many(unique, arch, 0);
