@@ -64,7 +64,7 @@ KERNEL_STYLE = {
     "sm90": ("ours (sm90)", "#34a853"),
 }
 FULL_COLOUR = KERNEL_STYLE["sm90"][1]
-OFF_COLOURS = ("#9e9e9e", "#c98b2b", "#7b61b5")
+OFF_COLOURS = ("#9e9e9e", "#c98b2b", "#7b61b5", "#4db6ac")
 LIMIT_COLOUR = "#c0392b"
 
 
@@ -432,7 +432,9 @@ ABLATIONS = (
     Ablation("narrow-last-block", "Forward: a tile's last key block of at most 64 keys run over those keys only (s = 0.5)",
              (("sm90-no-narrow-last-block", "the whole 128-key block"),)),
     Ablation("fwd-tails", "Forward, experimental: last query tiles of <= 64 / 96 rows as query-column tiles",
-             (("sm90-fwd-tails", "tiles of <= 64 rows in the tail kernel"), ("sm90-fwd-tails96", "<= 96 rows"))),
+             (("sm90-fwd-tails", "tiles of <= 64 rows in the tail kernel"), ("sm90-fwd-tails96", "<= 96 rows"),
+              ("sm90-fwd-tails-side12", "<= 64 rows beside the main forward, 12 SMs"),
+              ("sm90-fwd-tails-side16", "beside, 16 SMs"), ("sm90-fwd-tails-side24", "beside, 24 SMs"))),
     Ablation("record-lanes", "Forward: the next tile's record loaded a tile ahead, one field per lane",
              (("sm90-no-record-lanes", "loaded at the tile's top (the warp waits for it)"),)),
     Ablation("tile-records", "Backward: each work tile read from a host-built record",
