@@ -134,9 +134,10 @@ namespace {
 
 // An ncu CSV as experiments/traffic.sh keeps it: the program's printout, then one row per metric
 // (only the columns traffic_summary.py reads, plus one it skips), in the units given.
-void write_ncu_csv(const fs::path& path, const std::vector<std::vector<std::string>>& metrics) {
+void write_ncu_csv(const fs::path& path, const std::vector<std::vector<std::string>>& metrics,
+                   const std::string& printout = "GPU NVIDIA H200 (sm_90, 132 SMs); kernel sm90\nforward :  1.000 ms\n") {
   std::ofstream f(path);
-  f << "GPU NVIDIA H200 (sm_90, 132 SMs); kernel sm90\nforward :  1.000 ms\n";
+  f << printout;
   f << "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n";
   for (const auto& m : metrics)
     f << "\"0\",\"void gdpa_fwd<0, 128, 3, 0, 1>(TensorMap)\",\"" << m[0] << "\",\"" << m[1] << "\",\"" << m[2]
@@ -179,6 +180,44 @@ TEST_CASE("traffic_summary.py: time, clock and bytes per launch, in ms, GHz and 
   // A launch ncu did not profile (metrics missing) is an error, not a row of zeros.
   CHECK(broken.find("failed") != std::string::npos);
   CHECK(broken.find("no clock_ghz, dram_read_gb") != std::string::npos);
+}
+
+TEST_CASE("parity_cycles.py: the parity of two launches split into work per cycle and clock") {
+  const fs::path dir = fresh_dir("gdpa-parity-cycles-test");
+  // `gdpa run`'s printout as traffic.sh keeps it, then the two metrics the split needs.
+  auto launch = [&](const std::string& name, const std::string& shape, const std::string& flops, const std::string& ns,
+                    const std::string& hz) {
+    const fs::path p = dir / name;
+    write_ncu_csv(p,
+                  {{"dram__bytes_read.sum", "byte", "1"}, {"dram__bytes_write.sum", "byte", "1"},
+                   {"lts__t_bytes.sum", "byte", "1"}, {"gpu__time_duration.sum", "ns", ns},
+                   {"sm__cycles_elapsed.avg.per_second", "hz", hz}},
+                  "GPU NVIDIA H200 (sm_90, 132 SMs); kernel sm90\nproblem: bf16 D128 fast_gelu none Hq4/Hkv4 B1152 " +
+                      shape + "\nwork: forward " + flops + " FLOP (backward 2.5x)\nforward : 3676.938 ms 0.1 TFLOP/s\n");
+    return "'" + p.string() + "'";
+  };
+  // s = 1: 6e11 FLOP in 1 ms at 1.65 GHz (363.6 TFLOP per 1e9 cycles); s = 0.5: 3e11 in 0.64 ms at
+  // 1.6 GHz (293.0). Per cycle 293.0 / 363.6 / (730 / 750) = 0.828, clock 0.970, time 0.803.
+  const std::string dense = launch("traffic-fwd-sm90-20990101-000000.csv", "Lq[512..512] Lk[512..512]", "6.000000e+11",
+                                   "1,000,000", "1,650,000,000");
+  const std::string half = launch("traffic-fwd-sm90-20990101-000001.csv", "Lq[1..512] Lk[512..512]", "3.000000e+11",
+                                  "640,000", "1,600,000,000");
+  const std::string jagged_keys = launch("traffic-fwd-sm90-20990101-000002.csv", "Lq[1..512] Lk[1..512]",
+                                         "3.000000e+11", "640,000", "1,600,000,000");
+  const std::string s = gdpa::run_experiment_script("parity_cycles.py", dense + " " + half);
+  const std::string swapped = gdpa::run_experiment_script("parity_cycles.py", half + " " + dense);
+  const std::string jagged = gdpa::run_experiment_script("parity_cycles.py", dense + " " + jagged_keys);
+  fs::remove_all(dir);
+  if (s.empty()) {
+    MESSAGE("no python3 here: parity_cycles.py not tried");
+    return;
+  }
+  CAPTURE(s);
+  CHECK(s.find("  512 |   1.000  1.650   363.64 |    0.640  1.600   292.97 |     0.828  0.970  0.803") !=
+        std::string::npos);
+  // The pair's order and the seed's dense keys are checked, not assumed.
+  CHECK(swapped.find("expected the s = 1 then the s = 0.5 forward of one L") != std::string::npos);
+  CHECK(jagged.find("the keys are jagged") != std::string::npos);
 }
 
 TEST_CASE("lib.sh preflight: kernel names are resolved as gdpa bench resolves them, a misspelt one is an error") {
