@@ -29,6 +29,14 @@ const char* kHelp =
     "  kernel with the same rounding would have. Without a GPU it runs the CPU reference on a small problem\n"
     "  (B = 8, L = 256) instead. --save DIR writes inputs and outputs of the check as .npy.\n";
 
+// The problem and the forward's useful FLOPs (seed convention), exact: under a profiler the TFLOP/s
+// printed later is of a replayed launch, so a script that wants work per cycle
+// (experiments/parity_cycles.py) reads the "work:" line.
+void print_problem(const ProblemDesc& p) {
+  std::printf("problem: %s\n", describe(p).c_str());
+  std::printf("work: forward %.6e FLOP (backward 2.5x)\n", forward_flops(p));
+}
+
 int run_cpu_only(const Args& a, const std::string& why) {
   ProblemDefaults d;
   d.batch = 8;
@@ -49,10 +57,7 @@ int run_cpu_only(const Args& a, const std::string& why) {
   reference_forward(p, q.data(), k.data(), v.data(), RefMode::kEmulateKernel, emul.data());
   const double fwd_s = std::chrono::duration<double>(t1 - t0).count();
   const ErrorStats e = measure_error(emul.data(), exact.data(), nq);
-  std::printf("problem: %s\n", describe(p).c_str());
-  // The forward's useful FLOPs (seed convention), exact: under a profiler the TFLOP/s below is of a
-  // replayed launch, so a script that wants work per cycle (experiments/parity_cycles.py) reads this.
-  std::printf("work: forward %.6e FLOP (backward 2.5x)\n", forward_flops(p));
+  print_problem(p);
   std::printf("CPU reference forward (fp64): %.3f s, %.2f GFLOP/s; a kernel rounding like the GPU's would err by "
               "max %.3g (rel L2 %.3g)\n",
               fwd_s, forward_flops(p) / fwd_s / 1e9, e.max_abs, e.rel_l2);
@@ -95,10 +100,7 @@ int cmd_run(int argc, char** argv) {
   std::string reason;
   if (!kernel->supports(p, dev.arch(), backward, &reason)) throw std::runtime_error(name + ": " + reason);
   std::printf("GPU %s (sm_%d, %d SMs); kernel %s\n", dev.name.c_str(), dev.arch(), dev.sm_count, kernel->name().c_str());
-  std::printf("problem: %s\n", describe(p).c_str());
-  // The forward's useful FLOPs (seed convention), exact: under a profiler the TFLOP/s below is of a
-  // replayed launch, so a script that wants work per cycle (experiments/parity_cycles.py) reads this.
-  std::printf("work: forward %.6e FLOP (backward 2.5x)\n", forward_flops(p));
+  print_problem(p);
   // The variants the run-time rules chose for this problem (e.g. whether the backward runs its KV
   // tiles in cluster pairs), so a profile or a sanitizer run can be checked to be on the path meant.
   for (bool bwd : {false, true}) {
