@@ -98,6 +98,11 @@ struct TileTimeModel {
   double tail_boundary_steps = 0.0;
   double narrow_slowdown = 1.0;  // 32 columns
   double wide_slowdown = 1.0;    // 64 columns
+  // A form not built (PERF_NOTES, "The L = 512 parity taken apart on the H200"): the tail computed
+  // as query columns inside the CTA of a whole tile of the same (sequence, head), from the K and V
+  // that tile loads. Only a last tile with a whole tile before it (block > 0) can ride so; a
+  // sequence's only tile stays in the main forward at half_step_share.
+  bool tails_need_sibling = false;
 };
 // Useful score pairs per modelled step, over block_m x block_n pairs: sum Lq Lk / (block_m block_n
 // sum of the tiles' modelled steps). A dense set of whole tiles of n blocks gives n / (n + boundary).

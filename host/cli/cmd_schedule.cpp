@@ -33,7 +33,8 @@ int cmd_schedule(int argc, char** argv) {
         "  and the longest tile boundary at which half tiles at exactly half the steps still reach 0.90; the\n"
         "  \"+ busiest CTA\" column divides each set's rate by its modelled skew (a persistent kernel ends\n"
         "  with its busiest CTA). Last, the same bound with the experimental query-column tiles\n"
-        "  (sm90-fwd-tails / -tails96: TileTimeModel's tail fields).\n"
+        "  (sm90-fwd-tails / -tails96: TileTimeModel's tail fields), and with such tails computed inside a\n"
+        "  sibling whole tile's CTA (a form not built: TileTimeModel::tails_need_sibling).\n"
         "  --self-kv: the self sets' keys, as `gdpa bench --self-kv` (default dense: every Lk = L).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
@@ -163,13 +164,20 @@ int cmd_schedule(int argc, char** argv) {
     const char* key;
     TileTimeModel m;
   };
-  const TailModel tail_models[4] = {{"tails64_boundary_0", {0.9, 1.0, 64, 0.0, 1.0, 1.0}},
+  // The last two: the form not built, the tails inside a sibling whole tile's CTA (no boundary of
+  // their own, no K / V of their own); a sequence's only tile stays a half tile, at 0.7 of the steps
+  // plus the boundary: 0.72-0.79 of a whole tile at L = 2048..256, the 0.75 the dealing assumes.
+  const TailModel tail_models[6] = {{"tails64_boundary_0", {0.9, 1.0, 64, 0.0, 1.0, 1.0}},
                                     {"tails64_boundary_0.45", {0.9, 1.0, 64, 0.45, 1.0, 1.0}},
                                     {"tails64_boundary_0.45_slower", {0.9, 1.0, 64, 0.45, 1.5, 1.15}},
-                                    {"tails96_boundary_0.45_slower", {0.9, 1.0, 96, 0.45, 1.5, 1.15}}};
+                                    {"tails96_boundary_0.45_slower", {0.9, 1.0, 96, 0.45, 1.5, 1.15}},
+                                    {"tails64_in_sibling", {0.9, 0.7, 64, 0.0, 1.0, 1.0, true}},
+                                    {"tails64_in_sibling_slower", {0.9, 0.7, 64, 0.0, 1.5, 1.15, true}}};
   std::printf("\nthe same bound with the query-column tiles (whole tiles: 0.9-step boundary; a tail block: its\n"
-              "columns' share of a whole tile's steps x the slowdown, plus its boundary):\n");
-  std::printf("%-6s %14s %14s %16s %16s\n", "L", "64, bnd 0", "64, bnd 0.45", "+ 1.5x / 1.15x", "96, the same");
+              "columns' share of a whole tile's steps x the slowdown, plus its boundary; last two columns:\n"
+              "the tails inside a sibling whole tile's CTA, not built, a sequence's only tile a half tile):\n");
+  std::printf("%-6s %14s %14s %16s %16s %16s %16s\n", "L", "64, bnd 0", "64, bnd 0.45", "+ 1.5x / 1.15x",
+              "96, the same", "in sibling", "+ 1.5x / 1.15x");
   Json tail_parity = Json::array();
   for (const auto& [len, dense] : parity_dense) {
     const ParitySide& half = parity_half[len];
@@ -180,7 +188,7 @@ int cmd_schedule(int argc, char** argv) {
       // The dense set has no tail tile; its whole tiles keep the same boundary.
       const double v = modelled_parity(half.problem, half.limit, dense.problem, dense.limit, bm, bn, t.m);
       row.set(t.key, Json::number(v));
-      std::printf(" %14.3f", v);
+      std::printf(&t == &tail_models[0] || &t == &tail_models[1] ? " %14.3f" : " %16.3f", v);
     }
     std::printf("\n");
     tail_parity.push(row);

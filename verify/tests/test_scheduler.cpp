@@ -454,3 +454,22 @@ TEST_CASE("tile-time model with query-column tiles: tail blocks cost their colum
   m.tail_rows = 64;
   CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(208.0 * 256 / (5.8 * 128 * 128)));
 }
+
+TEST_CASE("tile-time model, tails inside a sibling tile's CTA: only a last tile with a whole tile before it") {
+  // One head, Lk = 256 (two key blocks of 128), tails at 1.5x / 1.15x and no boundary of their own,
+  // half tiles at 0.7 of the steps plus the 0.9-step boundary.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 1;
+  p.head_dim = 128;
+  p.cu_seqlens_k = offsets_from_lengths({256});
+  TileTimeModel m{0.9, 0.7, 64, 0.0, 1.5, 1.15, true};
+  // Lq = 160: a whole tile (2.9 steps) and a 32-row tail in its CTA: 2 x 32 / 128 x 1.5 = 0.75.
+  p.cu_seqlens_q = offsets_from_lengths({160});
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(160.0 * 256 / ((2.9 + 0.75) * 128 * 128)));
+  // Lq = 32: no sibling, so a half tile of the main forward: 0.7 x 2 + 0.9 = 2.3 steps; as a free
+  // query-column tile (the tail kernel's model) it would cost the same 0.75.
+  p.cu_seqlens_q = offsets_from_lengths({32});
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(32.0 * 256 / (2.3 * 128 * 128)));
+  m.tails_need_sibling = false;
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(32.0 * 256 / (0.75 * 128 * 128)));
+}
