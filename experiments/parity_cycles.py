@@ -32,7 +32,9 @@ def launch(path):
     flops = shape = None
     with open(path) as f:
         for line in f:
-            flops = flops or (WORK.match(line) and float(WORK.match(line).group(1)))
+            work = WORK.match(line)
+            if work and flops is None:
+                flops = float(work.group(1))
             shape = shape or PROBLEM.match(line)
     if not flops or not shape:
         raise SystemExit(f"{path}: no 'work:' or 'problem:' line of gdpa run (a binary older than the work line?)")

@@ -162,22 +162,26 @@ int cmd_schedule(int argc, char** argv) {
   // them (32 columns 1.5x: 3 KB of operands per 16 tensor cycles; 64 columns 1.15x).
   struct TailModel {
     const char* key;
+    const char* label;  // the column's heading
+    int width;
     TileTimeModel m;
   };
   // The last two: the form not built, the tails inside a sibling whole tile's CTA (no boundary of
   // their own, no K / V of their own); a sequence's only tile stays a half tile, at 0.7 of the steps
   // plus the boundary: 0.72-0.79 of a whole tile at L = 2048..256, the 0.75 the dealing assumes.
-  const TailModel tail_models[6] = {{"tails64_boundary_0", {0.9, 1.0, 64, 0.0, 1.0, 1.0}},
-                                    {"tails64_boundary_0.45", {0.9, 1.0, 64, 0.45, 1.0, 1.0}},
-                                    {"tails64_boundary_0.45_slower", {0.9, 1.0, 64, 0.45, 1.5, 1.15}},
-                                    {"tails96_boundary_0.45_slower", {0.9, 1.0, 96, 0.45, 1.5, 1.15}},
-                                    {"tails64_in_sibling", {0.9, 0.7, 64, 0.0, 1.0, 1.0, true}},
-                                    {"tails64_in_sibling_slower", {0.9, 0.7, 64, 0.0, 1.5, 1.15, true}}};
+  const TailModel tail_models[6] = {
+      {"tails64_boundary_0", "64, bnd 0", 14, {0.9, 1.0, 64, 0.0, 1.0, 1.0}},
+      {"tails64_boundary_0.45", "64, bnd 0.45", 14, {0.9, 1.0, 64, 0.45, 1.0, 1.0}},
+      {"tails64_boundary_0.45_slower", "+ 1.5x / 1.15x", 16, {0.9, 1.0, 64, 0.45, 1.5, 1.15}},
+      {"tails96_boundary_0.45_slower", "96, the same", 16, {0.9, 1.0, 96, 0.45, 1.5, 1.15}},
+      {"tails64_in_sibling", "in sibling", 16, {0.9, 0.7, 64, 0.0, 1.0, 1.0, true}},
+      {"tails64_in_sibling_slower", "+ 1.5x / 1.15x", 16, {0.9, 0.7, 64, 0.0, 1.5, 1.15, true}}};
   std::printf("\nthe same bound with the query-column tiles (whole tiles: 0.9-step boundary; a tail block: its\n"
               "columns' share of a whole tile's steps x the slowdown, plus its boundary; last two columns:\n"
               "the tails inside a sibling whole tile's CTA, not built, a sequence's only tile a half tile):\n");
-  std::printf("%-6s %14s %14s %16s %16s %16s %16s\n", "L", "64, bnd 0", "64, bnd 0.45", "+ 1.5x / 1.15x",
-              "96, the same", "in sibling", "+ 1.5x / 1.15x");
+  std::printf("%-6s", "L");
+  for (const TailModel& t : tail_models) std::printf(" %*s", t.width, t.label);
+  std::printf("\n");
   Json tail_parity = Json::array();
   for (const auto& [len, dense] : parity_dense) {
     const ParitySide& half = parity_half[len];
@@ -188,7 +192,7 @@ int cmd_schedule(int argc, char** argv) {
       // The dense set has no tail tile; its whole tiles keep the same boundary.
       const double v = modelled_parity(half.problem, half.limit, dense.problem, dense.limit, bm, bn, t.m);
       row.set(t.key, Json::number(v));
-      std::printf(&t == &tail_models[0] || &t == &tail_models[1] ? " %14.3f" : " %16.3f", v);
+      std::printf(" %*.3f", t.width, v);
     }
     std::printf("\n");
     tail_parity.push(row);
