@@ -54,17 +54,14 @@ require_kernels() {  # require_kernels a,b,c
       "variable (e.g. OFF=... or KERNELS=...) to names this build has. (GDPA_SKIP_PREFLIGHT=1 skips this check.)"
 }
 
-# Activation names are string literals in the binary; a name absent from it is certainly unknown.
-# (A name that is part of a longer one, e.g. gelu_tay inside gelu_taylor6, passes here and fails in bench.)
+# Activation names are resolved the same way, by the parser `gdpa bench --act` uses. The byte search
+# this once was let a name through whenever it was part of a longer one (gelu_tay inside gelu_taylor6).
 require_activations() {  # require_activations a,b,c
   [ "${GDPA_SKIP_PREFLIGHT:-0}" = 1 ] && return 0
-  local k missing=() names=()
-  IFS=, read -r -a names <<<"$1"
-  for k in "${names[@]}"; do
-    LC_ALL=C grep -aqF -- "$k" "$GDPA" || missing+=("$k")
-  done
-  [ ${#missing[@]} -eq 0 ] ||
-    die "this build of gdpa does not know activation name(s): ${missing[*]}. Set ACTS to names this build has. (GDPA_SKIP_PREFLIGHT=1 skips this check.)"
+  local why
+  why=$("$GDPA" precompile --kernels baseline --bench-only --acts "$1" --dry-run 2>&1 >/dev/null) ||
+    die "this build of gdpa does not know every activation in $1: ${why#*error: }. Set ACTS to names this" \
+      "build has. (GDPA_SKIP_PREFLIGHT=1 skips this check.)"
 }
 
 # Same reasoning for options the CLI may not have yet (e.g. --len-k).

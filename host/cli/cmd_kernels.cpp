@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <thread>
 
+#include "../../kernels/common/activations.cuh"
 #include "../bench.h"
 #include "../check.h"
 #include "../compile.h"
@@ -83,21 +84,34 @@ int cmd_precompile(int argc, char** argv) {
   Args a(argc, argv, 0, {"help", "bench-only", "dry-run"});
   if (a.has("help")) {
     std::puts(
-        "usage: gdpa precompile [--arch 90] [--kernels NAME,..] [--bench-only] [--dims D,..] [--dry-run]\n"
+        "usage: gdpa precompile [--arch 90] [--kernels NAME,..] [--bench-only] [--dims D,..] [--acts NAME,..]\n"
+        "                       [--dry-run]\n"
         "  Fills the NVRTC cache with every variant `gdpa check` and `gdpa bench` compile (default: all\n"
         "  kernels, the ablation variants too), in parallel. No GPU needed: a cache built here can travel\n"
         "  with the tree (GDPA_CACHE names another cache folder).\n"
         "  --kernels: only these kernels   --bench-only: only the benchmark's variants (not the check\n"
         "  matrix)   --dims: the benchmark's variants at these head dims (default 128)\n"
-        "  --dry-run: resolve the names and count the variants, compile nothing; an unknown kernel name\n"
-        "  is an error (exit 1), so scripts check their names here before they spend GPU time");
+        "  --acts: the benchmark's variants with these activations (default: the benchmark's, fast_gelu),\n"
+        "  as `gdpa bench --act NAME` compiles them\n"
+        "  --dry-run: resolve the names and count the variants, compile nothing; an unknown kernel or\n"
+        "  activation name is an error (exit 1), so scripts check their names here before they spend GPU time");
     return 0;
   }
-  a.check_known({"help", "arch", "kernels", "bench-only", "dims", "dry-run"});
+  a.check_known({"help", "arch", "kernels", "bench-only", "dims", "acts", "dry-run"});
   const int arch = a.get_int("arch", 90);
   const bool bench_only = a.has("bench-only");
   std::vector<int> dims;
   for (const std::string& d : split_list(a.get("dims", "128"))) dims.push_back(std::stoi(d));
+  // Resolved by the parser `gdpa bench --act` uses, so a name that passes here is one bench takes.
+  std::vector<Activation> acts{default_bench_base().activation};
+  if (a.has("acts")) {
+    acts.clear();
+    for (const std::string& n : split_list(a.get("acts", ""))) {
+      const int id = activation_from_name(n.c_str());
+      if (id < 0) throw ProblemError("unknown activation '" + n + "'");
+      acts.push_back(Activation(id));
+    }
+  }
   std::vector<KernelSource> srcs;
   std::vector<std::string> names = all_kernel_names();
   for (const std::string& n : ablation_kernel_names()) names.push_back(n);
@@ -111,23 +125,26 @@ int cmd_precompile(int argc, char** argv) {
             for (const KernelSource& s : k->sources(c.desc, bwd)) srcs.push_back(s);
       // Every set: the backward's rules pick its variant per problem (in-kernel dQ finish, pairs).
       for (int d : dims) {
-        ProblemDesc base = default_bench_base();
-        base.head_dim = d;
-        // Both conventions of the self sets (`gdpa bench --self-kv`): their s = 0.5 kernels differ.
-        for (SelfKv kv : {SelfKv::kDense, SelfKv::kJagged})
-          for (const BenchSet& set : seed_bench_sets(kv)) {
-            const ProblemDesc p = bench_problem(set, 1, base);
-            if (k->supports(p, arch, bwd, nullptr))
-              for (const KernelSource& s : k->sources(p, bwd)) srcs.push_back(s);
-          }
+        for (Activation act : acts) {
+          ProblemDesc base = default_bench_base();
+          base.head_dim = d;
+          base.activation = act;
+          // Both conventions of the self sets (`gdpa bench --self-kv`): their s = 0.5 kernels differ.
+          for (SelfKv kv : {SelfKv::kDense, SelfKv::kJagged})
+            for (const BenchSet& set : seed_bench_sets(kv)) {
+              const ProblemDesc p = bench_problem(set, 1, base);
+              if (k->supports(p, arch, bwd, nullptr))
+                for (const KernelSource& s : k->sources(p, bwd)) srcs.push_back(s);
+            }
+        }
       }
     }
   }
   // Duplicates compile once: the cache serves the repeats.
   const std::vector<KernelSource> unique = unique_sources(srcs);
   if (a.has("dry-run")) {
-    std::printf("%zu kernel name(s) known; %zu variants for sm_%da (nothing compiled)\n", names.size(), unique.size(),
-                arch);
+    std::printf("%zu kernel name(s) and %zu activation(s) known; %zu variants for sm_%da (nothing compiled)\n",
+                names.size(), acts.size(), unique.size(), arch);
     return 0;
   }
   std::printf("compiling %zu variants for sm_%da into %s\n", unique.size(), arch, cache_dir().c_str());

@@ -245,3 +245,29 @@ TEST_CASE("lib.sh preflight: kernel names are resolved as gdpa bench resolves th
     CHECK(missing.output.find("KNOWN") == std::string::npos);
   }
 }
+
+TEST_CASE("lib.sh preflight: activation names are resolved as gdpa bench --act resolves them") {
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) return;  // no bash: nothing to run the scripts with
+  const char* env = std::getenv("GDPA_BIN");
+  const fs::path bin = env && *env ? fs::path(env) : fs::path(gdpa::source_root()) / "build" / "gdpa";
+  REQUIRE_MESSAGE(fs::exists(bin), "no gdpa binary at " << bin.string() << ": `make build/gdpa` first");
+  auto preflight = [&](const std::string& names) {
+    return gdpa::run_command("bash -c \"GDPA='" + fs::absolute(bin).string() + "'; source '" + gdpa::source_root() +
+                             "/experiments/lib.sh' && require_activations " + names + " && echo KNOWN\"");
+  };
+  // ablate_activation.sh's default list.
+  const auto known = preflight("fast_gelu,fast_gelu_bf16,gelu_taylor6,gelu_poly");
+  CAPTURE(known.output);
+  CHECK(known.status == 0);
+  CHECK(known.output.find("KNOWN") != std::string::npos);
+  // The first two are parts of real names (gelu_taylor6, fast_gelu_bf16): a search of the binary's
+  // bytes, as this check once was, passed them.
+  for (const std::string name : {"gelu_tay", "fast_gelu_bf", "gelu_nosuch"}) {
+    CAPTURE(name);
+    const auto missing = preflight("fast_gelu," + name);
+    CAPTURE(missing.output);
+    CHECK(missing.status != 0);
+    CHECK(missing.output.find("unknown activation '" + name + "'") != std::string::npos);
+    CHECK(missing.output.find("KNOWN") == std::string::npos);
+  }
+}
