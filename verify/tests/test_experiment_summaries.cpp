@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -220,54 +221,49 @@ TEST_CASE("parity_cycles.py: the parity of two launches split into work per cycl
   CHECK(jagged.find("the keys are jagged") != std::string::npos);
 }
 
-TEST_CASE("lib.sh preflight: kernel names are resolved as gdpa bench resolves them, a misspelt one is an error") {
-  if (std::system("bash -c true > /dev/null 2>&1") != 0) return;  // no bash: nothing to run the scripts with
-  // `make test` builds the command-line binary and names it in GDPA_BIN; run by hand, build/gdpa.
+// Runs one of lib.sh's preflight checks (require_kernels / require_activations) on NAMES against the
+// command-line binary: `make test` builds it and names it in GDPA_BIN; run by hand, build/gdpa.
+// An empty optional where there is no bash to run the scripts with.
+static std::optional<gdpa::CommandResult> lib_preflight(const std::string& check, const std::string& names) {
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) return std::nullopt;
   const char* env = std::getenv("GDPA_BIN");
   const fs::path bin = env && *env ? fs::path(env) : fs::path(gdpa::source_root()) / "build" / "gdpa";
   REQUIRE_MESSAGE(fs::exists(bin), "no gdpa binary at " << bin.string() << ": `make build/gdpa` first");
-  auto preflight = [&](const std::string& names) {
-    return gdpa::run_command("bash -c \"GDPA='" + fs::absolute(bin).string() + "'; source '" + gdpa::source_root() +
-                             "/experiments/lib.sh' && require_kernels " + names + " && echo KNOWN\"");
-  };
-  const auto known = preflight("sm90,sm90-fwd-tails-side16,sm90-fwd-half75,baseline");
-  CAPTURE(known.output);
-  CHECK(known.status == 0);
-  CHECK(known.output.find("KNOWN") != std::string::npos);
-  // The first two are parts of real names (sm90-fwd-tails-side, sm90-three-wg): a search of the
-  // binary's bytes passed them; N = 0 is no valid number of SMs for the tail kernel.
-  for (const std::string name : {"sm90-fwd-tails-sid16", "sm90-three", "sm90-fwd-tails-side0", "sm90-nosuch7"}) {
+  return gdpa::run_command("bash -c \"GDPA='" + fs::absolute(bin).string() + "'; source '" + gdpa::source_root() +
+                           "/experiments/lib.sh' && " + check + " " + names + " && echo KNOWN\"");
+}
+
+// KNOWN (a comma-separated list) must pass the check, and each name of MISSPELT, listed after
+// KNOWN, must fail it with "unknown <what> 'name'".
+static void check_preflight(const std::string& check, const std::string& known, const std::string& what,
+                            const std::vector<std::string>& misspelt) {
+  const auto ok = lib_preflight(check, known);
+  if (!ok) return;  // no bash: nothing to run the scripts with
+  CAPTURE(ok->output);
+  CHECK(ok->status == 0);
+  CHECK(ok->output.find("KNOWN") != std::string::npos);
+  for (const std::string& name : misspelt) {
     CAPTURE(name);
-    const auto missing = preflight("sm90," + name);
-    CAPTURE(missing.output);
-    CHECK(missing.status != 0);
-    CHECK(missing.output.find("unknown kernel '" + name + "'") != std::string::npos);
-    CHECK(missing.output.find("KNOWN") == std::string::npos);
+    const auto missing = lib_preflight(check, known + "," + name);
+    REQUIRE(missing);
+    CAPTURE(missing->output);
+    CHECK(missing->status != 0);
+    CHECK(missing->output.find("unknown " + what + " '" + name + "'") != std::string::npos);
+    CHECK(missing->output.find("KNOWN") == std::string::npos);
   }
 }
 
+TEST_CASE("lib.sh preflight: kernel names are resolved as gdpa bench resolves them, a misspelt one is an error") {
+  // The first two misspelt names are parts of real ones (sm90-fwd-tails-side, sm90-three-wg): a
+  // search of the binary's bytes passed them; N = 0 is no valid number of SMs for the tail kernel.
+  check_preflight("require_kernels", "sm90,sm90-fwd-tails-side16,sm90-fwd-half75,baseline", "kernel",
+                  {"sm90-fwd-tails-sid16", "sm90-three", "sm90-fwd-tails-side0", "sm90-nosuch7"});
+}
+
 TEST_CASE("lib.sh preflight: activation names are resolved as gdpa bench --act resolves them") {
-  if (std::system("bash -c true > /dev/null 2>&1") != 0) return;  // no bash: nothing to run the scripts with
-  const char* env = std::getenv("GDPA_BIN");
-  const fs::path bin = env && *env ? fs::path(env) : fs::path(gdpa::source_root()) / "build" / "gdpa";
-  REQUIRE_MESSAGE(fs::exists(bin), "no gdpa binary at " << bin.string() << ": `make build/gdpa` first");
-  auto preflight = [&](const std::string& names) {
-    return gdpa::run_command("bash -c \"GDPA='" + fs::absolute(bin).string() + "'; source '" + gdpa::source_root() +
-                             "/experiments/lib.sh' && require_activations " + names + " && echo KNOWN\"");
-  };
-  // ablate_activation.sh's default list.
-  const auto known = preflight("fast_gelu,fast_gelu_bf16,gelu_taylor6,gelu_poly");
-  CAPTURE(known.output);
-  CHECK(known.status == 0);
-  CHECK(known.output.find("KNOWN") != std::string::npos);
-  // The first two are parts of real names (gelu_taylor6, fast_gelu_bf16): a search of the binary's
-  // bytes, as this check once was, passed them.
-  for (const std::string name : {"gelu_tay", "fast_gelu_bf", "gelu_nosuch"}) {
-    CAPTURE(name);
-    const auto missing = preflight("fast_gelu," + name);
-    CAPTURE(missing.output);
-    CHECK(missing.status != 0);
-    CHECK(missing.output.find("unknown activation '" + name + "'") != std::string::npos);
-    CHECK(missing.output.find("KNOWN") == std::string::npos);
-  }
+  // The known list is ablate_activation.sh's default. The first two misspelt names are parts of
+  // real ones (gelu_taylor6, fast_gelu_bf16): a search of the binary's bytes, as this check once
+  // was, passed them.
+  check_preflight("require_activations", "fast_gelu,fast_gelu_bf16,gelu_taylor6,gelu_poly", "activation",
+                  {"gelu_tay", "fast_gelu_bf", "gelu_nosuch"});
 }
