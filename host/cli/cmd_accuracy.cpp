@@ -11,6 +11,7 @@
 #include "../json.h"
 #include "args.h"
 #include "commands.h"
+#include "problem_args.h"
 
 namespace gdpa::cli {
 
@@ -92,11 +93,7 @@ int cmd_accuracy(int argc, char** argv) {
   }
   std::vector<int> acts;
   if (a.has("acts")) {
-    for (const std::string& n : split_list(a.get("acts", ""))) {
-      const int id = activation_from_name(n.c_str());
-      if (id < 0) throw ProblemError("unknown activation '" + n + "'");
-      acts.push_back(id);
-    }
+    for (const std::string& n : split_list(a.get("acts", ""))) acts.push_back(activation_named(n));
   } else {
     for (int act = 0; act < kNumActivations; ++act) acts.push_back(act);
   }

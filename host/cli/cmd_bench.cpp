@@ -10,6 +10,7 @@
 #include "../registry.h"
 #include "args.h"
 #include "commands.h"
+#include "problem_args.h"
 
 namespace gdpa::cli {
 
@@ -91,9 +92,7 @@ int cmd_bench(int argc, char** argv) {
   const uint64_t seed = uint64_t(a.get_int("seed", 1));
   ProblemDesc base = default_bench_base();
   if (a.has("act")) {
-    const int id = activation_from_name(a.get("act", "").c_str());
-    if (id < 0) throw ProblemError("unknown activation '" + a.get("act", "") + "'");
-    base.activation = Activation(id);
+    base.activation = activation_named(a.get("act", ""));
   }
   base.head_dim = a.get_int("dim", base.head_dim);
   const SelfKv self_kv = self_kv_from_name(a.get("self-kv", "dense"));

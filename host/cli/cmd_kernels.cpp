@@ -4,13 +4,13 @@
 #include <sys/stat.h>
 #include <thread>
 
-#include "../../kernels/common/activations.cuh"
 #include "../bench.h"
 #include "../check.h"
 #include "../compile.h"
 #include "../registry.h"
 #include "args.h"
 #include "commands.h"
+#include "problem_args.h"
 
 namespace gdpa::cli {
 
@@ -106,11 +106,7 @@ int cmd_precompile(int argc, char** argv) {
   std::vector<Activation> acts{default_bench_base().activation};
   if (a.has("acts")) {
     acts.clear();
-    for (const std::string& n : split_list(a.get("acts", ""))) {
-      const int id = activation_from_name(n.c_str());
-      if (id < 0) throw ProblemError("unknown activation '" + n + "'");
-      acts.push_back(Activation(id));
-    }
+    for (const std::string& n : split_list(a.get("acts", ""))) acts.push_back(activation_named(n));
   }
   std::vector<KernelSource> srcs;
   std::vector<std::string> names = all_kernel_names();

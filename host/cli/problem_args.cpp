@@ -58,15 +58,18 @@ std::vector<int> int_list(const std::string& name, const std::string& s) {
 
 uint64_t seed_from_args(const Args& a) { return uint64_t(a.get_int("seed", 1)); }
 
+Activation activation_named(const std::string& name, const std::string& hint) {
+  const int id = activation_from_name(name.c_str());
+  if (id < 0) throw ProblemError("unknown activation '" + name + "'" + hint);
+  return Activation(id);
+}
+
 ProblemDesc problem_from_args(const Args& a, const ProblemDefaults& d) {
   ProblemDesc p;
   p.heads_q = a.get_int("heads", d.heads);
   p.heads_kv = a.get_int("kv-heads", p.heads_q);
   p.head_dim = a.get_int("dim", d.dim);
-  const std::string act = a.get("act", "fast_gelu");
-  const int act_id = activation_from_name(act.c_str());
-  if (act_id < 0) throw ProblemError("unknown activation '" + act + "' (see --help)");
-  p.activation = Activation(act_id);
+  p.activation = activation_named(a.get("act", "fast_gelu"), " (see --help)");
   const std::string dt = a.get("dtype", "bf16");
   if (dt == "bf16")
     p.dtype = kBF16;

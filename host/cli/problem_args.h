@@ -21,6 +21,10 @@ struct ProblemDefaults {
 };
 
 ProblemDesc problem_from_args(const Args& a, const ProblemDefaults& d);
+// The activation a command-line name stands for (the names of kernels/common/activations.cuh);
+// otherwise ProblemError "unknown activation 'NAME'" followed by HINT, the one message every command
+// gives for a name it does not know.
+Activation activation_named(const std::string& name, const std::string& hint = "");
 uint64_t seed_from_args(const Args& a);
 
 }  // namespace gdpa::cli
