@@ -43,25 +43,26 @@ require_gdpa() {
 # `gdpa bench` rejects an unknown kernel only after it has measured the ceilings and generated the
 # first set, and rejects it mid-run, after earlier kernels' rows are lost with the process. So the
 # scripts check their names first, before any GPU time is spent (GDPA_SKIP_PREFLIGHT=1 skips it).
-# Kernel names are resolved exactly as bench resolves them, by `gdpa precompile --dry-run` (no GPU,
-# nothing compiled): a search of the binary's bytes, as this check once was, let a misspelt name
-# through whenever it was part of a real one (sm90-fwd-tails-sid16 inside sm90-fwd-tails-side).
+# Kernel and activation names are resolved exactly as bench resolves them, by `gdpa precompile
+# --dry-run` (no GPU, nothing compiled): a search of the binary's bytes, as this check once was, let a
+# misspelt name through whenever it was part of a real one (sm90-fwd-tails-sid16 inside
+# sm90-fwd-tails-side, gelu_tay inside gelu_taylor6).
 require_kernels() {  # require_kernels a,b,c
-  [ "${GDPA_SKIP_PREFLIGHT:-0}" = 1 ] && return 0
-  local why
-  why=$("$GDPA" precompile --kernels "$1" --bench-only --dry-run 2>&1 >/dev/null) ||
-    die "this build of gdpa does not know every kernel in $1: ${why#*error: }. Set the script's kernel" \
-      "variable (e.g. OFF=... or KERNELS=...) to names this build has. (GDPA_SKIP_PREFLIGHT=1 skips this check.)"
+  require_resolved kernel "$1" \
+    "Set the script's kernel variable (e.g. OFF=... or KERNELS=...) to names this build has." --kernels "$1"
 }
 
-# Activation names are resolved the same way, by the parser `gdpa bench --act` uses. The byte search
-# this once was let a name through whenever it was part of a longer one (gelu_tay inside gelu_taylor6).
 require_activations() {  # require_activations a,b,c
+  require_resolved activation "$1" "Set ACTS to names this build has." --kernels baseline --acts "$1"
+}
+
+require_resolved() {  # require_resolved WHAT a,b,c HINT [gdpa precompile options naming them]
   [ "${GDPA_SKIP_PREFLIGHT:-0}" = 1 ] && return 0
-  local why
-  why=$("$GDPA" precompile --kernels baseline --bench-only --acts "$1" --dry-run 2>&1 >/dev/null) ||
-    die "this build of gdpa does not know every activation in $1: ${why#*error: }. Set ACTS to names this" \
-      "build has. (GDPA_SKIP_PREFLIGHT=1 skips this check.)"
+  local what=$1 names=$2 hint=$3 why
+  shift 3
+  why=$("$GDPA" precompile --bench-only --dry-run "$@" 2>&1 >/dev/null) ||
+    die "this build of gdpa does not know every $what in $names: ${why#*error: }. $hint" \
+      "(GDPA_SKIP_PREFLIGHT=1 skips this check.)"
 }
 
 # Same reasoning for options the CLI may not have yet (e.g. --len-k).
