@@ -1,13 +1,16 @@
 // test_experiment_summaries.cpp — experiments/parity_summary.py and alone_summary.py against bench
 // JSON whose numbers are known, named as experiments/parity.sh and alone_rounds.sh name theirs,
 // traffic_summary.py against ncu CSV as experiments/traffic.sh keeps it, and lib.sh's check of
-// kernel names before a script spends GPU time.
+// kernel names before a script spends GPU time, and register_probe.sh against a register cut whose
+// spills are certain.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -266,4 +269,68 @@ TEST_CASE("lib.sh preflight: activation names are resolved as gdpa bench --act r
   // was, passed them.
   check_preflight("require_activations", "fast_gelu,fast_gelu_bf16,gelu_taylor6,gelu_poly", "activation",
                   {"gelu_tay", "fast_gelu_bf", "gelu_nosuch"});
+}
+
+// experiments/register_probe.sh KERNEL FILE EXPR..., run on the binary `make test` built (GDPA_BIN).
+static std::optional<gdpa::CommandResult> register_probe(const std::string& args) {
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) return std::nullopt;
+  const char* env = std::getenv("GDPA_BIN");
+  const fs::path bin = env && *env ? fs::path(env) : fs::path(gdpa::source_root()) / "build" / "gdpa";
+  REQUIRE_MESSAGE(fs::exists(bin), "no gdpa binary at " << bin.string() << ": `make build/gdpa` first");
+  return gdpa::run_command("GDPA='" + fs::absolute(bin).string() + "' bash '" + gdpa::source_root() +
+                           "/experiments/register_probe.sh' " + args);
+}
+
+// The text of a file of the tree.
+static std::string tree_file(const std::string& relative) {
+  std::ifstream f(fs::path(gdpa::source_root()) / relative);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+TEST_CASE("register_probe.sh: spills after a register cut, none as the tree is, the tree untouched") {
+  // 168 registers, the allocation at launch, cannot hold S (64), P (32) and O (64) with the
+  // activation's temporaries: every forward variant spills, where at 240 none does (the SASS
+  // checks of `make test` require that of the benchmark kernels).
+  const std::string file = "kernels/sm90/gdpa_fwd.cu";
+  const std::string before = tree_file(file);
+  const auto r = register_probe("sm90-no-intra-overlap " + file + " 's/kConsumerRegs = 240;/kConsumerRegs = 168;/'");
+  if (!r) return;  // no bash
+  CAPTURE(r->output);
+  if (r->output.find("cuobjdump not found") != std::string::npos) {
+    MESSAGE("skipped: no cuobjdump (make deps-sass installs it)");
+    return;
+  }
+  REQUIRE(r->status == 0);
+  CHECK(tree_file(file) == before);
+  int as_is = 0, edited = 0;
+  std::istringstream lines(r->output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("gdpa_fwd ") == std::string::npos) continue;
+    CAPTURE(line);
+    const size_t at = line.find("spill instructions");
+    REQUIRE(at != std::string::npos);
+    const int spills = std::stoi(line.substr(at + std::string("spill instructions").size()));
+    if (line.rfind("as is", 0) == 0) {
+      ++as_is;
+      CHECK(spills == 0);
+    } else if (line.rfind("edit 1", 0) == 0) {
+      ++edited;
+      CHECK(spills > 0);
+    }
+  }
+  CHECK(as_is >= 2);  // the benchmark's forward variants: one per family of sets
+  CHECK(edited == as_is);
+}
+
+TEST_CASE("register_probe.sh: an edit that changes nothing, or a file outside the kernel sources, is an error") {
+  const auto same = register_probe("sm90 kernels/sm90/gdpa_fwd.cu 's/no such text/x/'");
+  if (!same) return;
+  CAPTURE(same->output);
+  CHECK(same->status != 0);
+  CHECK(same->output.find("changes nothing in kernels/sm90/gdpa_fwd.cu") != std::string::npos);
+  CHECK(same->output.find("spill instructions") == std::string::npos);  // nothing compiled
+  const auto host = register_probe("sm90 host/sm90.cpp 's/a/b/'");
+  CAPTURE(host->output);
+  CHECK(host->status != 0);
+  CHECK(host->output.find("kernels/ and ptx/ only") != std::string::npos);
 }
