@@ -164,6 +164,13 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
     o.label = name.substr(5);
     return make_sm90_kernel(o);
   }
+  // Experimental: a sequence's last query rows as query columns inside its whole tiles' CTAs.
+  if (name == "sm90-fwd-sibling-tails") {
+    Sm90Options o;
+    o.fwd_sibling_tails = true;
+    o.label = name.substr(5);
+    return make_sm90_kernel(o);
+  }
   // sm90-fwd-tails-sideN: the query-column tiles of at most 64 rows beside the main forward, on N
   // SMs of their own.
   if (numbered_variant(name, "sm90-fwd-tails-side", 2, &n) && n >= 1) {
@@ -209,7 +216,7 @@ std::unique_ptr<AttentionKernel> make_kernel(const std::string& name) {
   }
   throw std::runtime_error("unknown kernel '" + name +
                            "' (known: baseline, unfused-cublas, sm90, sm90-<ablation>, sm90-act-mix0..16, "
-                           "sm90-three-wg, sm90-fwd-tails, sm90-fwd-tails96, sm90-fwd-tails-sideN, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
+                           "sm90-three-wg, sm90-fwd-tails, sm90-fwd-tails96, sm90-fwd-tails-sideN, sm90-fwd-sibling-tails, sm90-follow-smsN, sm90-fwd-halfN, sm90-fwd-flagsN / sm90-bwd-flagsN with N made of the bits of "
                            "kFwdAllFlags / kBwdAllFlags, sm90-fwd-trace, sm90-bwd-trace)");
 }
 
@@ -218,7 +225,7 @@ std::vector<std::string> all_kernel_names() { return {"sm90", "baseline", "unfus
 std::vector<std::string> ablation_kernel_names() {
   std::vector<std::string> v = {"sm90-unordered-dq",     "sm90-unordered-no-red", "sm90-dq-finish-always",
                                 "sm90-dq-follow-always", "sm90-softmax",          "sm90-act-mix4",
-                                "sm90-three-wg",         "sm90-fwd-tails"};
+                                "sm90-three-wg",         "sm90-fwd-tails",        "sm90-fwd-sibling-tails"};
   for (const Ablation& a : kAblations) v.push_back(a.name);
   return v;
 }

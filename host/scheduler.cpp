@@ -6,6 +6,7 @@
 #include <numeric>
 #include <queue>
 #include <string>
+#include <tuple>
 
 #include "../kernels/common/masks.cuh"
 #include "../kernels/sm90/fwd_tail_config.h"
@@ -284,15 +285,15 @@ CtaSchedule build_tail_schedule_beside(const ProblemDesc& p, int block_m, int ta
   return deal_tail_blocks(b, order, workers);
 }
 
-CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
-                                   int num_sms, int resident_blocks, double half_tile_cost, int tail_rows) {
-  // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
-  // adjacent and in increasing block order.
-  std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
-  if (tail_rows > 0)
-    tiles.erase(std::remove_if(tiles.begin(), tiles.end(),
-                               [&](const WorkTile& t) { return is_tail_tile(p, t, block_m, tail_rows); }),
-                tiles.end());
+namespace {
+
+// The forward's dealing (build_forward_schedule's, scheduler.h) of grid-ordered `tiles`;
+// extra_cost(tile) is added to a tile's modelled cost, and any extra cost deals by load as a
+// half_tile_cost below 1 does.
+template <class ExtraCost>
+CtaSchedule deal_forward_tiles(const ProblemDesc& p, const std::vector<WorkTile>& tiles, int block_m,
+                               int block_n, SchedulePolicy policy, int num_sms, int resident_blocks, double half_tile_cost,
+                               bool has_extra_cost, ExtraCost extra_cost) {
   struct Unit {
     size_t first, count;
     long long cost;
@@ -319,12 +320,14 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
     std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.cost > b.cost; });
   const int ctas = int(std::min<size_t>(units.size(), size_t(num_sms)));
   std::vector<std::vector<size_t>> per_cta(static_cast<size_t>(ctas));
-  if (policy == SchedulePolicy::kZigzag && half_tile_cost != 1.0 && ctas > 0) {
+  if (policy == SchedulePolicy::kZigzag && (half_tile_cost != 1.0 || has_extra_cost) && ctas > 0) {
     // Least modelled load first, ties to the lowest CTA: with equal costs this deals round-robin.
     std::vector<double> cost(units.size(), 0.0);
     for (size_t u = 0; u < units.size(); ++u)
-      for (size_t k = 0; k < units[u].count; ++k)
-        cost[u] += modelled_tile_cost(p, tiles[units[u].first + k], block_m, half_tile_cost);
+      for (size_t k = 0; k < units[u].count; ++k) {
+        const WorkTile& t = tiles[units[u].first + k];
+        cost[u] += modelled_tile_cost(p, t, block_m, half_tile_cost) + extra_cost(t);
+      }
     per_cta = deal_by_load(cost, ctas);
   } else {
     for (size_t u = 0; u < units.size(); ++u) {
@@ -341,6 +344,65 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
       for (size_t k = 0; k < units[u].count; ++k) s.tiles.push_back(tiles[units[u].first + k]);
     s.cta_begin.push_back(int(s.tiles.size()));
   }
+  return s;
+}
+
+}  // namespace
+
+CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
+                                   int num_sms, int resident_blocks, double half_tile_cost, int tail_rows) {
+  // Grid-ordered tiles: (batch, head, block) nested, so the tiles of one (sequence, head) are
+  // adjacent and in increasing block order.
+  std::vector<WorkTile> tiles = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
+  if (tail_rows > 0)
+    tiles.erase(std::remove_if(tiles.begin(), tiles.end(),
+                               [&](const WorkTile& t) { return is_tail_tile(p, t, block_m, tail_rows); }),
+                tiles.end());
+  return deal_forward_tiles(p, tiles, block_m, block_n, policy, num_sms, resident_blocks, half_tile_cost, false,
+                            [](const WorkTile&) { return 0.0; });
+}
+
+SiblingTailSchedule build_sibling_tail_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
+                                                int num_sms, double half_tile_cost, int piece_rows,
+                                                double piece_cost) {
+  if (piece_rows <= 0) throw ProblemError("sibling tails: piece_rows must be positive");
+  // Grid order: the tiles of a (sequence, head) adjacent, in increasing block order.
+  const std::vector<WorkTile> grid = build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, num_sms);
+  std::vector<WorkTile> kept;
+  kept.reserve(grid.size());
+  std::map<std::tuple<int, int, int>, SiblingPiece> piece_of;  // (batch, head, block) of a host tile
+  for (size_t i = 0; i < grid.size();) {
+    size_t j = i + 1;
+    while (j < grid.size() && grid[j].batch == grid[i].batch && grid[j].head == grid[i].head) ++j;
+    const WorkTile& last = grid[j - 1];
+    const int rows = rows_of(p, last, block_m);
+    const int pieces = (rows + piece_rows - 1) / piece_rows;
+    // Hosts: the whole tiles before the last, the later ones first, each with the last's keys
+    // (a piece reads its host's key blocks; with no mask every tile of a sequence has them all).
+    std::vector<size_t> hosts;
+    for (size_t k = j - 1; k-- > i && int(hosts.size()) < pieces;)
+      if (grid[k].work == last.work) hosts.push_back(k);
+    const bool fold = p.mask == kMaskNone && last.work > 0 && half_empty(p, last, block_m) &&
+                      int(hosts.size()) == pieces;
+    for (size_t k = i; k < j; ++k)
+      if (!(fold && k == j - 1)) kept.push_back(grid[k]);
+    if (fold)
+      for (int q = 0; q < pieces; ++q) {
+        const int first = last.block * block_m + q * piece_rows;
+        const WorkTile& h = grid[hosts[size_t(q)]];
+        piece_of[{h.batch, h.head, h.block}] = SiblingPiece{first, std::min(piece_rows, p.len_q(h.batch) - first)};
+      }
+    i = j;
+  }
+  auto piece = [&](const WorkTile& t) {
+    const auto it = piece_of.find({t.batch, t.head, t.block});
+    return it == piece_of.end() ? SiblingPiece{} : it->second;
+  };
+  SiblingTailSchedule s;
+  s.main = deal_forward_tiles(p, kept, block_m, block_n, policy, num_sms, 0, half_tile_cost, !piece_of.empty(),
+                              [&](const WorkTile& t) { return piece(t).rows > 0 ? piece_cost * tile_cost(t) : 0.0; });
+  s.pieces.reserve(s.main.tiles.size());
+  for (const WorkTile& t : s.main.tiles) s.pieces.push_back(piece(t));
   return s;
 }
 

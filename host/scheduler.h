@@ -98,10 +98,12 @@ struct TileTimeModel {
   double tail_boundary_steps = 0.0;
   double narrow_slowdown = 1.0;  // 32 columns
   double wide_slowdown = 1.0;    // 64 columns
-  // A form not built (PERF_NOTES, "The L = 512 parity taken apart on the H200"): the tail computed
+  // The form sm90-fwd-sibling-tails builds (PERF_NOTES, "The L = 512 parity taken apart on the
+  // H200"; the kernel cuts a tail into 32-row pieces, one per whole tile): the tail computed
   // as query columns inside the CTA of a whole tile of the same (sequence, head), from the K and V
   // that tile loads. Only a last tile with a whole tile before it (block > 0) can ride so; a
-  // sequence's only tile stays in the main forward at half_step_share.
+  // sequence's only tile stays in the main forward at half_step_share. (The kernel is stricter: a
+  // tail of 33-64 rows needs two whole tiles, one per piece; build_sibling_tail_schedule.)
   bool tails_need_sibling = false;
 };
 // Useful score pairs per modelled step, over block_m x block_n pairs: sum Lq Lk / (block_m block_n
@@ -149,6 +151,24 @@ struct CtaSchedule {
 CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
                                    int num_sms, int resident_blocks, double half_tile_cost = 1.0,
                                    int tail_rows = 0);
+
+// The forward's sibling tails (kFwdSiblingTails, kernels/sm90/fwd_sibling_tail.cuh): a sequence's
+// last query tile of at most block_m / 2 rows that sees keys is cut into pieces of at most
+// piece_rows rows, each carried by a different whole tile of the same (sequence, head), the later
+// ones first; where there are fewer whole tiles than pieces (or a mask), the tail stays a tile of
+// its own. pieces[i] is main.tiles[i]'s piece (rows 0: none; first: its first row, sequence-local).
+// The tiles are dealt as build_forward_schedule deals them (no K / V reuse), a host tile's
+// modelled cost raised by piece_cost times its own per piece it carries.
+struct SiblingPiece {
+  int first = 0, rows = 0;
+};
+struct SiblingTailSchedule {
+  CtaSchedule main;
+  std::vector<SiblingPiece> pieces;
+};
+SiblingTailSchedule build_sibling_tail_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
+                                                int num_sms, double half_tile_cost, int piece_rows,
+                                                double piece_cost);
 
 // The forward's query-column tiles (kernels/sm90/fwd_tail.cu) take a sequence's last query tile
 // of block_m rows when it holds at most tail_rows of them and sees a key (a tile with none writes

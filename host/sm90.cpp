@@ -61,6 +61,13 @@ int fwd_flags_of(const Sm90Options& o, const ProblemDesc& p) {
     f |= sm90::kFwdAllowDependents;
   else
     f &= ~sm90::kFwdAllowDependents;
+  // The sibling tails' bit follows the option too (explicit flags also), and brings what its
+  // fourth warpgroup needs: one P buffer, whole last key blocks, no K / V reuse (fwd_config.h).
+  if (sm90_fwd_sibling_tails_apply(o, p) && !(f & (sm90::kFwdThreeConsumers | sm90::kFwdTrace)) &&
+      (f & sm90::kFwdOuterPipeline))
+    f = (f | sm90::kFwdSiblingTails) & ~(sm90::kFwdIntraOverlap | sm90::kFwdNarrowLastBlock | sm90::kFwdKvReuse);
+  else
+    f &= ~sm90::kFwdSiblingTails;
   return f;
 }
 
@@ -156,6 +163,24 @@ double fwd_half_tile_cost(const Sm90Options& o, int flags) {
   return (flags & sm90::kFwdSkipEmptyHalf) ? kFwdSkipHalfTileCost : 1.0;
 }
 
+// kFwdSiblingTails: what the schedule takes a piece to add to its host tile's cost, as a share of
+// the host's own (its 32 columns against the host's 128 rows). Not yet measured: the fourth
+// warpgroup's products run beside the consumers', so the true share may be lower.
+constexpr double kFwdPieceCost = double(sm90::kFwdPieceRows) / sm90::kFwdBlockM;
+
+// kFwdSiblingTails: each host tile's piece into its record's flags (fwd_config.h), rows and first row.
+void add_pieces(std::vector<sm90::FwdTileRecord>& records, const std::vector<SiblingPiece>& pieces) {
+  for (size_t i = 0; i < pieces.size() && i < records.size(); ++i) {
+    if (pieces[i].rows == 0) continue;
+    if (pieces[i].first > sm90::kFwdPieceMaxFirstRow)
+      throw ProblemError("sm90 forward with sibling tails: a sequence of " + std::to_string(records[i].len_q) +
+                         " queries is longer than its records can name (" +
+                         std::to_string(sm90::kFwdPieceMaxFirstRow + 1) + ")");
+    records[i].flags |= int(unsigned(pieces[i].rows) << sm90::kFwdPieceRowsShift |
+                              unsigned(pieces[i].first) << sm90::kFwdPieceFirstShift);
+  }
+}
+
 // The forward's per-CTA schedule for the kernel of `flags`: with K/V reuse, the query tiles of a
 // (sequence, head) whose keys fit the ring stay together.
 CtaSchedule fwd_schedule(const ProblemDesc& p, int flags, SchedulePolicy policy, int sms, double half_tile_cost,
@@ -207,14 +232,21 @@ class Sm90Kernel final : public AttentionKernel {
       throw ProblemError("fwd_tail_sms " + std::to_string(tail_sms) + " must leave the main forward an SM (the GPU has " +
                          std::to_string(sms_) + ")");
     const double half_cost = fwd_half_tile_cost(opt_, flags);
-    const CtaSchedule sched = fwd_schedule(p, flags, opt_.policy, sms_ - tail_sms, half_cost, tail_rows);
+    SiblingTailSchedule sibling;
+    if (flags & sm90::kFwdSiblingTails)
+      sibling = build_sibling_tail_schedule(p, sm90::fwd_block_m(flags), sm90::fwd_block_n(p.head_dim, flags),
+                                            opt_.policy, sms_, half_cost, sm90::kFwdPieceRows, kFwdPieceCost);
+    else
+      sibling.main = fwd_schedule(p, flags, opt_.policy, sms_ - tail_sms, half_cost, tail_rows);
+    const CtaSchedule& sched = sibling.main;
     tail_tiles_ = 0;
     if (tail_rows > 0) prepare_tails(p, flags, tail_rows, tail_sms, sched, half_cost);
     num_tiles_ = int(sched.tiles.size());
     ctas_ = sched.ctas();
     cta_begin_ = DeviceBuffer(sched.cta_begin.size() * sizeof(int));
     cta_begin_.upload(sched.cta_begin);
-    const std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, flags);
+    std::vector<sm90::FwdTileRecord> records = forward_records(p, sched, flags);
+    add_pieces(records, sibling.pieces);
     records_ = DeviceBuffer(records.empty() ? 32 : records.size() * sizeof(sm90::FwdTileRecord));
     if (!records.empty()) records_.upload(records);
     zeros_ = zero_rows_buffer();
@@ -367,6 +399,11 @@ long long sm90_with_act_mix(long long flags, const Sm90Options& opt, const Probl
 
 bool sm90_fwd_tails_apply(const Sm90Options& o, const ProblemDesc& p) {
   return o.fwd_tail_rows > 0 && !o.softmax && p.head_dim == 128 && p.mask == kMaskNone;
+}
+
+bool sm90_fwd_sibling_tails_apply(const Sm90Options& o, const ProblemDesc& p) {
+  const bool asked = o.fwd_sibling_tails || (o.fwd_flags >= 0 && (o.fwd_flags & sm90::kFwdSiblingTails) != 0);
+  return asked && !sm90_fwd_tails_apply(o, p) && !o.softmax && p.head_dim == 128 && p.mask == kMaskNone;
 }
 
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {

@@ -55,7 +55,16 @@ struct Sm90Options {
   // on the others, each tile when the main forward reads its (sequence, head)
   // (build_tail_schedule_beside). Experimental: the registry's sm90-fwd-tails-sideN.
   int fwd_tail_sms = 0;
+  // Forward: a sequence's last query rows, at most 64 after its whole query tiles, computed as
+  // query columns inside the CTAs of those whole tiles (kFwdSiblingTails,
+  // kernels/sm90/fwd_sibling_tail.cuh), where the problem allows it (sm90_fwd_sibling_tails_apply).
+  // Experimental: the registry's sm90-fwd-sibling-tails.
+  bool fwd_sibling_tails = false;
 };
+// Whether the sibling tails run for problem p under options o: asked for (the option, or explicit
+// fwd_flags with kFwdSiblingTails), GDPA (not the softmax variant), D = 128, no mask, and no
+// query-column tiles behind the main forward.
+bool sm90_fwd_sibling_tails_apply(const Sm90Options& o, const ProblemDesc& p);
 // Whether the query-column tiles run for problem p under options o: asked for, GDPA (not the
 // softmax variant), D = 128, no mask.
 bool sm90_fwd_tails_apply(const Sm90Options& o, const ProblemDesc& p);

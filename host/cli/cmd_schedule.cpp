@@ -34,7 +34,8 @@ int cmd_schedule(int argc, char** argv) {
         "  \"+ busiest CTA\" column divides each set's rate by its modelled skew (a persistent kernel ends\n"
         "  with its busiest CTA). Last, the same bound with the experimental query-column tiles\n"
         "  (sm90-fwd-tails / -tails96: TileTimeModel's tail fields), and with such tails computed inside a\n"
-        "  sibling whole tile's CTA (a form not built: TileTimeModel::tails_need_sibling).\n"
+        "  sibling whole tile's CTA (TileTimeModel::tails_need_sibling; built as sm90-fwd-sibling-tails,\n"
+        "  which cuts a tail into pieces of at most 32 rows, not yet run on a GPU).\n"
         "  --self-kv: the self sets' keys, as `gdpa bench --self-kv` (default dense: every Lk = L).\n"
         "  Writes experiments/results/schedule-*.json. No GPU needed.");
     return 0;
@@ -166,7 +167,7 @@ int cmd_schedule(int argc, char** argv) {
     int width;
     TileTimeModel m;
   };
-  // The last two: the form not built, the tails inside a sibling whole tile's CTA (no boundary of
+  // The last two: the tails inside a sibling whole tile's CTA (sm90-fwd-sibling-tails; no boundary of
   // their own, no K / V of their own); a sequence's only tile stays a half tile, at 0.7 of the steps
   // plus the boundary: 0.72-0.79 of a whole tile at L = 2048..256, the 0.75 the dealing assumes.
   const TailModel tail_models[6] = {
@@ -178,7 +179,8 @@ int cmd_schedule(int argc, char** argv) {
       {"tails64_in_sibling_slower", "+ 1.5x / 1.15x", 16, {0.9, 0.7, 64, 0.0, 1.5, 1.15, true}}};
   std::printf("\nthe same bound with the query-column tiles (whole tiles: 0.9-step boundary; a tail block: its\n"
               "columns' share of a whole tile's steps x the slowdown, plus its boundary; last two columns:\n"
-              "the tails inside a sibling whole tile's CTA, not built, a sequence's only tile a half tile):\n");
+              "the tails inside a sibling whole tile's CTA, sm90-fwd-sibling-tails, a sequence's only tile a\n"
+              "half tile):\n");
   std::printf("%-6s", "L");
   for (const TailModel& t : tail_models) std::printf(" %*s", t.width, t.label);
   std::printf("\n");

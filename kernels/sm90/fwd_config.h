@@ -70,10 +70,30 @@ enum FwdFlags : int {
   // (griddepcontrol.launch_dependents), so the tail kernel's CTAs take each SM as soon as this
   // kernel's CTA there exits, instead of waiting for the last one.
   kFwdAllowDependents = 1 << 20,
+  // Experimental (registry name sm90-fwd-sibling-tails): a sequence's last query rows, at most 64
+  // of them after its whole query tiles, ride as query columns in the CTAs of those whole tiles,
+  // from the K and V blocks those tiles load anyway, instead of running a half-empty tile of their
+  // own. A fourth warpgroup computes them (fwd_sibling_tail.cuh: S^T = K Q^T, O^T += V^T P^T, the
+  // queries as the wgmma's N, pieces of at most kFwdPieceRows rows). It needs registers and shared
+  // memory the default leaves no room for, so the two consumers give up the second P buffer
+  // (kFwdIntraOverlap) and the narrow last block, and stage O in the Q stage they have finished
+  // with (fwd_o_in_q) instead of O buffers of their own (PERF_NOTES, "The register and
+  // shared-memory plan of tails inside a sibling tile's CTA"). K / V reuse is off with it.
+  kFwdSiblingTails = 1 << 21,
   // Every bit a caller may set (the act mix's bits, act_mix.h, are chosen by the host).
   kFwdAllFlags = kFwdDefaultFlags | kFwdUnitLogitScale | kFwdSoftmax | kFwdTrace | kFwdThreeConsumers |
-                 kFwdAllowDependents,
+                 kFwdAllowDependents | kFwdSiblingTails,
 };
+
+// kFwdSiblingTails: the most query rows one piece holds (the wgmma's N; the fourth warpgroup's
+// 88 registers hold a 32-column S^T half block, its P^T and a 128 x 32 O^T), and the bits of a
+// host tile's record that name its piece: rows in bits 8-15 of FwdTileRecord::flags, the piece's
+// first row (sequence-local) in bits 16-31.
+constexpr int kFwdPieceRows = 32;
+constexpr int kFwdPieceRowsShift = 8;
+constexpr int kFwdPieceFirstShift = 16;
+constexpr int kFwdPieceMaxFirstRow = 0xFFFF;
+GDPA_HD constexpr bool fwd_sibling_tails(int flags) { return (flags & kFwdSiblingTails) != 0; }
 
 // ---- kFwdTrace: the events a consumer warpgroup records (step = the key block's index in its tile)
 enum FwdTraceEvent : unsigned {
@@ -142,7 +162,10 @@ constexpr int kFwdThreads = 128 * (1 + kFwdConsumerWarpgroups);
 constexpr int kFwdKvStages = 2;  // the default; kFwdThreeConsumers: 4 (fwd_kv_stages)
 GDPA_HD constexpr int fwd_consumer_wgs(int flags) { return (flags & kFwdThreeConsumers) ? 3 : kFwdConsumerWarpgroups; }
 GDPA_HD constexpr int fwd_block_m(int flags) { return 64 * fwd_consumer_wgs(flags); }
-GDPA_HD constexpr int fwd_threads(int flags) { return 128 * (1 + fwd_consumer_wgs(flags)); }
+// kFwdSiblingTails adds the tail warpgroup after the consumers.
+GDPA_HD constexpr int fwd_threads(int flags) {
+  return 128 * (1 + fwd_consumer_wgs(flags) + (fwd_sibling_tails(flags) ? 1 : 0));
+}
 
 // Q, K and V arrive in TMA boxes of 64 rows, through the jagged maps (jagged_load.cuh): rows past
 // a sequence's end are zero-filled and read nothing from L2. A query tile that runs past its end
@@ -176,8 +199,10 @@ GDPA_HD constexpr int fwd_kv_stages(int flags) { return (flags & kFwdThreeConsum
 // kFwdThreeConsumers with two Q stages: O is staged in the warpgroup's own 64 rows of the Q stage
 // (its last QK^T has read them; the other warpgroups read only theirs), released to the producer
 // one tile later, once the TMA store has read it.
+// kFwdSiblingTails: the same for the two consumers, which frees the 32 KB of O buffers for the
+// tail warpgroup's Q and P^T stages.
 GDPA_HD constexpr bool fwd_o_in_q(int flags) {
-  return (flags & kFwdThreeConsumers) && fwd_q_stages(flags) == 2;
+  return ((flags & kFwdThreeConsumers) || fwd_sibling_tails(flags)) && fwd_q_stages(flags) == 2;
 }
 
 // Everything the forward needs about one work tile, computed on the host (host/sm90.cpp) from the
@@ -190,7 +215,8 @@ struct FwdTileRecord {
   int heads;    // query head | kv head << 16
   int m0;       // sequence-local first query row of the tile
   int n_range;  // first KV block | one-past-last KV block << 16 (empty range: the tile writes zeros)
-  int flags;    // kFwdTileReusesKv: this tile reads the K/V the previous tile of its CTA left in the ring
+  int flags;    // kFwdTileReusesKv: this tile reads the K/V the previous tile of its CTA left in the ring;
+                // kFwdSiblingTails: the piece this tile carries (kFwdPieceRowsShift, kFwdPieceFirstShift)
 };
 constexpr int kFwdTileReusesKv = 1;
 constexpr int kFwdRecordFields = int(sizeof(FwdTileRecord) / sizeof(int));  // one per lane with kFwdRecordLanes
@@ -205,6 +231,9 @@ struct FwdSmemPlan {
   int o_bytes;                     // one consumer's O staging: 64 rows (see below)
   bool o_in_q;                     // fwd_o_in_q: no O buffers, O staged in the Q stage
   int q_off, k_off, v_off, o_off, bar_off, total;
+  // kFwdSiblingTails: the piece's Q (one 64-row box; it stages the piece's O at the end) and its
+  // P^T ([kFwdPieceRows queries][BlockN keys], K-major panels of 64 keys), then their barriers.
+  int tail_q_off, tail_p_off, tail_bar_off;
 };
 
 // O leaves through shared memory: stored straight from the accumulator fragment, each warp store
@@ -226,8 +255,12 @@ GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int flags) {
   s.v_off = s.k_off + s.kv_stages * s.kv_bytes;
   s.o_bytes = 64 * head_dim * 2;
   s.o_off = s.v_off + s.kv_stages * s.kv_bytes;
-  s.bar_off = s.o_off + (s.o_in_q ? 0 : wgs * s.o_bytes);
-  s.total = s.bar_off + 8 * (2 * q_stages + 4 * s.kv_stages);
+  s.tail_q_off = s.o_off + (s.o_in_q ? 0 : wgs * s.o_bytes);
+  const int tail_bytes = fwd_sibling_tails(flags) ? 64 * head_dim * 2 + kFwdPieceRows * fwd_block_n(head_dim, flags) * 2 : 0;
+  s.tail_p_off = s.tail_q_off + (tail_bytes > 0 ? 64 * head_dim * 2 : 0);
+  s.bar_off = s.tail_q_off + tail_bytes;
+  s.tail_bar_off = s.bar_off + 8 * (2 * q_stages + 4 * s.kv_stages);
+  s.total = s.tail_bar_off + (fwd_sibling_tails(flags) ? 16 : 0);
   return s;
 }
 

@@ -37,6 +37,7 @@
 #include "fwd_tile.cuh"
 #include "jagged_load.cuh"
 #include "pipeline.cuh"
+#include "query_columns.cuh"
 
 namespace gdpa::sm90 {
 
@@ -126,38 +127,6 @@ __device__ __forceinline__ void issue_st(float (&s)[N / 2], unsigned k_slot, uns
   issue_qk<DTYPE, D, N, kTailBlockN, kTailMaxRows>(s, k_slot, 0, q_stage);
 }
 
-// O^T += V^T P^T: for each 64-wide half h of the head dim, the V slot's panel h read M-major (the
-// head dim contiguous, as the backward's dQ reads dS^T) against P^T stored [query][key] (K-major),
-// 64 / 16 wgmmas each. O^T starts at zero, so every product accumulates (no run-time scale-d).
-template <int DTYPE, int D, int N>
-__device__ __forceinline__ void issue_ot(float (&o)[D / 64][N / 2], unsigned v_slot, unsigned p_stage) {
-  const WgmmaDescBase pb = sw128_kmajor_base(p_stage);
-#pragma unroll
-  for (int h = 0; h < D / 64; ++h) {
-    const WgmmaDescBase va = sw128_mnmajor_base(v_slot + unsigned(h * kTailBlockN) * kSw128RowBytes, kTailBlockN);
-#pragma unroll
-    for (int kk = 0; kk < kTailBlockN / 16; ++kk)
-      ptx::Wgmma<N, DTYPE>::template ss<1, 1, 0>(o[h], va.at(sw128_mnmajor_step(kk)),
-                                                  pb.at(sw128_kmajor_step(kTailMaxRows, kk)));
-  }
-}
-
-// Packed pairs of an m64nN fragment (rows: keys or head-dim entries, columns: queries) stored
-// transposed, as [query][row] in a 128B-swizzled stage of 64-row panels: stmatrix.x4.trans per
-// four pairs (pairs 4m .. 4m + 3 are the 16 x 16 block of rows 16 warp .., columns 16 m ..), each
-// lane naming the row tail_trans_row / tail_trans_col give (fwd_tail_config.h; a host test
-// emulates the stores). `col0` places the fragment's rows at columns col0 .. of the stage (the
-// head-dim half of O).
-template <int N, class PairFn>
-__device__ __forceinline__ void store_pairs_trans(unsigned stage, int col0, const FragThread& f, PairFn pair) {
-  const int lane = 4 * f.g + f.t;
-  const int col = col0 + tail_trans_col(lane, f.warp);
-#pragma unroll
-  for (int m = 0; m < N / 16; ++m)
-    ptx::stmatrix_x4_trans(stage + staged_panel_offset<kTailMaxRows>(tail_trans_row(lane, m), col), pair(4 * m),
-                           pair(4 * m + 1), pair(4 * m + 2), pair(4 * m + 3));
-}
-
 // One tile of N query columns, start to end: its first S^T, then per key block P^T stored, the
 // next block's S^T and this block's O^T issued, and at the end O staged in the tile's Q stage and
 // copied to its rows by the threads (at most 64 of them from the tile's first row m0; mostly a
@@ -207,7 +176,7 @@ __device__ __forceinline__ void tail_tile(int c, const FwdTile& t, const GdpaPar
     ptx::wgmma_fence();
     issue_st<DTYPE, D, N>(s_acc, r.k(kj + 1), q_stage);
     ptx::wgmma_commit();
-    issue_ot<DTYPE, D, N>(o_acc, r.v(kj), r.p(j));
+    issue_ot<DTYPE, D, N, kTailBlockN, kTailMaxRows>(o_acc, r.v(kj), r.p(j));
     ptx::wgmma_commit();
     ptx::wgmma_wait<1>();  // S^T of block j + 1 and O^T of block j - 1 are complete
     ptx::fence_operand(s_acc);
@@ -219,7 +188,7 @@ __device__ __forceinline__ void tail_tile(int c, const FwdTile& t, const GdpaPar
     store_p(nb - 1);
     consumer_wait(r.bars->v[kj % kTailKvStages], stage_phase(kj, kTailKvStages));
     ptx::wgmma_fence();
-    issue_ot<DTYPE, D, N>(o_acc, r.v(kj), r.p(nb - 1));
+    issue_ot<DTYPE, D, N, kTailBlockN, kTailMaxRows>(o_acc, r.v(kj), r.p(nb - 1));
     ptx::wgmma_commit();
     ptx::wgmma_wait<0>();
 #pragma unroll

@@ -33,6 +33,7 @@
 #include "fragments.cuh"
 #include "fwd_config.h"
 #include "fwd_qk.cuh"
+#include "fwd_sibling_tail.cuh"
 #include "fwd_tile.cuh"
 #include "jagged_load.cuh"
 #include "pipeline.cuh"
@@ -45,6 +46,7 @@ namespace gdpa::sm90 {
 // per consumer warpgroup for its O staging buffer.
 constexpr int kBarSchedBase = 1;
 constexpr int kBarEpilogueBase = kBarSchedBase + kFwdConsumerWarpgroups;
+constexpr int kBarSiblingTail = kBarEpilogueBase + kFwdConsumerWarpgroups;  // kFwdSiblingTails
 
 // The first M elements of a register array, as an array of their own (a narrow last block's S and
 // P are half the size); every index stays a compile-time constant, so nothing goes to local memory.
@@ -63,6 +65,10 @@ constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
 // kFwdThreeConsumers: 24 x 128 + 160 x 384 = 64,512.
 constexpr int kConsumerRegsThree = 160;
+// kFwdSiblingTails: 24 x 128 + 200 x 256 + 88 x 128 = 65,536 (fwd_sibling_tail.cuh). 200 holds S,
+// one P buffer and O without spilling only without the narrow last block's second step form
+// (experiments/register_probe.sh; PERF_NOTES, "The register and shared-memory plan ...").
+constexpr int kConsumerRegsSibling = 200;
 
 // kFwdRecordLanes: the consumers take each tile's record a tile ahead, spread over the lanes:
 // lane l of every warp loads field l % 8 (one register, the same 32 bytes for every warp), and
@@ -78,19 +84,6 @@ __device__ __forceinline__ int fwd_tile_field(const GdpaParams& p, int index) {
 __device__ __forceinline__ FwdTile fwd_tile_from_lanes(int field) {
   auto lane = [&](int l) { return __shfl_sync(0xffffffffu, field, l); };
   return FwdTile{{lane(0), lane(1), lane(2), lane(3), lane(4), lane(5), lane(6), lane(7)}};
-}
-
-// The tiles CTA blockIdx.x runs: its own range of a per-CTA schedule, or every gridDim-th tile.
-__device__ __forceinline__ void cta_tiles(const GdpaParams& p, int* begin, int* end, int* stride) {
-  if (p.cta_tile_begin) {
-    *begin = p.cta_tile_begin[blockIdx.x];
-    *end = p.cta_tile_begin[blockIdx.x + 1];
-    *stride = 1;
-  } else {
-    *begin = blockIdx.x;
-    *end = p.num_tiles;
-    *stride = gridDim.x;
-  }
 }
 
 // True when some (row, key) of rows [row_lo, row_hi] x keys [col_lo, col_hi] is disallowed, or,
@@ -136,8 +129,11 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
   constexpr int ST = fwd_kv_stages(FLAGS);
   constexpr FwdSmemPlan plan = fwd_smem_plan(D, FLAGS);
   constexpr bool kReuse = (FLAGS & kFwdKvReuse) != 0;
+  constexpr bool kPieces = fwd_sibling_tails(FLAGS);
   auto* bars = reinterpret_cast<FwdBarriers<FLAGS>*>(smem + plan.bar_off);
+  auto* piece_q = reinterpret_cast<SlotBarriers*>(smem + plan.tail_bar_off);  // kPieces only
   int q_count = 0, kv_count = 0;  // Q tiles and K/V blocks loaded so far (the consumers count the same)
+  int pieces = 0;                 // kPieces: pieces whose Q was loaded (the tail warpgroup counts the same)
   int it, end, stride;
   cta_tiles(p, &it, &end, &stride);
   for (; it < end; it += stride) {
@@ -170,6 +166,20 @@ __device__ __forceinline__ void fwd_producer(const GdpaParams& p, const ptx::Ten
       load_jagged_rows<D, BN, kFwdLoadRows>(smem + plan.v_off + s * plan.kv_bytes, kBoxes, tm_v, &bars->v[s].full,
                                             t.kv_head(), key_row, key_end, p.load_window_k, p.zero_rows,
                                             ptx::kEvictLast);
+      // kPieces: the piece's Q (one 64-row box from its first row) after the tile's first K and V,
+      // not before: its one stage is free only once the tail warpgroup has copied the previous
+      // piece out, and the consumers should not wait behind that for their first blocks.
+      if constexpr (kPieces) {
+        const FwdPiece piece = fwd_piece(t);
+        if (n == t.n_begin() && piece.rows > 0) {
+          producer_acquire(*piece_q, unsigned(pieces) & 1u, load_bytes<D>(1));
+          const int seq_row = t.q_row - t.m0;
+          load_jagged_rows<D, 64, kFwdLoadRows>(smem + plan.tail_q_off, 1, tm_q, &piece_q->full, t.head(),
+                                                seq_row + piece.first, seq_row + t.len_q, p.load_window_q,
+                                                p.zero_rows, ptx::kEvictFirst);
+          ++pieces;
+        }
+      }
     }
   }
 }
@@ -248,7 +258,13 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   constexpr bool kStmatrix = (FLAGS & kFwdStmatrixO) != 0;
   constexpr bool kNarrow = (FLAGS & kFwdNarrowLastBlock) != 0;
   constexpr bool kLanes = (FLAGS & kFwdRecordLanes) != 0;
+  // plan.o_in_q (kFwdSiblingTails): O is staged in this warpgroup's rows of the tile's Q stage,
+  // which goes back to the producer during the next tile, once the TMA store has read it.
+  constexpr bool kOInQ = plan.o_in_q;
   static_assert(!(kNarrow && kSoftmax), "the softmax variant masks keys past the end in whole blocks");
+  static_assert(!fwd_sibling_tails(FLAGS) || (!kOverlap && !kNarrow && !kReuse && !kSoftmax && kOuter &&
+                                               (FLAGS & kFwdTrace) == 0),
+                "kFwdSiblingTails: one P buffer, whole last blocks, no K / V reuse, two Q stages (fwd_config.h)");
   constexpr int kMix = act_mix_of(FLAGS);  // sixteenths of fast_gelu on the FMA pipe (act_mix.h)
   // kFwdHalfFold: P = round(2 f), O halved in the epilogue (act_twice_f; bf16 only, see there).
   constexpr bool kTwice = (FLAGS & kFwdHalfFold) != 0 && use_twice_f<DTYPE, ACT, kMix> && !kSoftmax;
@@ -260,6 +276,23 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
   auto k_tile = [&](int count) { return base_addr + plan.k_off + (count % ST) * plan.kv_bytes; };
   auto v_tile = [&](int count) { return base_addr + plan.v_off + (count % ST) * plan.kv_bytes; };
   auto phase_of = [](int count, int stages) { return unsigned(count / stages) & 1u; };
+  // kOInQ: the Q stage holding the previous tile's staged O; released once thread 0's TMA store
+  // has read it (the fence orders the threads' generic accesses to it, the staging and a partial
+  // block's copy, before the TMA load that will overwrite it). Every thread waits: the others have
+  // no bulk group, so theirs returns at once, and a wait under a branch on the thread index put a
+  // compiler-inserted warpgroup.arrive on a divergent path, which serialized every wgmma of the
+  // kernel (ptxas C7520).
+  // The same goes for the first tile, which has no stage to release: only the arrival is skipped
+  // (an early return there serialized the wgmmas the same way).
+  int held_q = -1;
+  auto release_held_q = [&] {
+    ptx::bulk_wait_group_read<0>();
+    ptx::fence_proxy_async_smem();
+    __syncwarp();
+    const bool held = held_q >= 0;
+    if ((threadIdx.x & 31) == 0 && held) ptx::mbarrier_arrive(&bars->q[held ? held_q : 0].empty);
+    held_q = -1;
+  };
 
   float s_acc[BN / 2];
   unsigned p_a[BN / 4], p_b[BN / 4];  // P of consecutive blocks alternate between the two arrays
@@ -371,6 +404,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       }
       ptx::wgmma_wait<0>();  // the QK^T the previous tile issued for this one, unused
       if (release_kv) consumer_release(bars->k[kvb % ST]);
+      if constexpr (kOInQ) release_held_q();
       for (int j = 1; j < nblocks; ++j) {
         const int kj = kvb + j, vj = kvb + j - 1;
         wait_step_turn(j);
@@ -381,7 +415,10 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
           consumer_release(bars->v[vj % ST]);
         }
       }
-      consumer_release(bars->q[qs]);
+      if constexpr (kOInQ)
+        held_q = qs;  // no O staged there: released with the next tile's, at the same point
+      else
+        consumer_release(bars->q[qs]);
       const int vj = kvb + nblocks - 1;
       const bool prefetch = kOuter && have_next && !nxt.empty();
       const int next_kvb = next_reuse ? kvb : kvb + nblocks;
@@ -415,7 +452,9 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
     ptx::fence_operand(s_acc);
     trace(kFtSReady, 0);
     if (release_kv) consumer_release(bars->k[kvb % ST]);
-    if (nblocks == 1) consumer_release(bars->q[qs]);
+    if (!kOInQ && nblocks == 1) consumer_release(bars->q[qs]);
+    // kOInQ: the previous tile's store has had this tile's first QK^T to read its staged O.
+    if constexpr (kOInQ) release_held_q();
     if constexpr (kSoftmax) {
       softmax_rows_init(rows);
       softmax_block<DTYPE, MASK, BN>(s_acc, p_a, cur.n_begin(), row0, cur, p, f, rows, corr);
@@ -472,7 +511,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       ptx::fence_operand(s);
       trace(kFtSReady, j);
       if (release_kv) consumer_release(bars->k[kj % ST]);
-      if (j == nblocks - 1) consumer_release(bars->q[qs]);
+      if (!kOInQ && j == nblocks - 1) consumer_release(bars->q[qs]);
       if constexpr (kSoftmax)
         softmax_block<DTYPE, MASK, BN>(s_acc, p_out_all, cur.n_begin() + j, row0, cur, p, f, rows, corr);
       else
@@ -519,10 +558,17 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       if (release_kv) consumer_release(bars->v[vj % ST]);
       // Epilogue: O * out_scale -> io dtype, rows inside the sequence only (softmax: O / row sum).
       if constexpr (kSoftmax) softmax_normalize<D>(o_acc, rows);
-      store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
-                                               cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0,
-                                               kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale, f,
-                                               int(threadIdx.x) - 128 * (cw + 1), kBarEpilogueBase + cw);
+      const float o_scale = kSoftmax ? 1.0f : (kTwice ? 0.5f : 1.0f) * p.out_scale;
+      if constexpr (kOInQ)  // this warpgroup's rows of the Q stage; no earlier store reads them
+        store_block_tma<DTYPE, D, kFwdBlockM, kStmatrix>(o_acc, q_addr + 64 * cw * kSw128RowBytes, tm_o, cur.head(),
+                                                         cur.q_row + 64 * cw, out_rows(), row_stride,
+                                                         cur.len_q - row0, o_scale, f,
+                                                         int(threadIdx.x) - 128 * (cw + 1), kBarEpilogueBase + cw,
+                                                         false);
+      else
+        store_block_tma<DTYPE, D, 64, kStmatrix>(o_acc, base_addr + plan.o_off + cw * plan.o_bytes, tm_o, cur.head(),
+                                                 cur.q_row + 64 * cw, out_rows(), row_stride, cur.len_q - row0, o_scale,
+                                                 f, int(threadIdx.x) - 128 * (cw + 1), kBarEpilogueBase + cw);
       trace(kFtEpilogueEnd, nblocks);
       return prefetch;
     };
@@ -573,6 +619,7 @@ __device__ __forceinline__ void fwd_consumer(int cw, const GdpaParams& p, const 
       }
     }
 
+    if constexpr (kOInQ) held_q = qs;
     if (fresh) kv_count += nblocks;
     ++q_count;
     first_s_in_flight = prefetched;
@@ -751,6 +798,8 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
                 "128B-swizzled tiles must start on 1024-byte boundaries");
   static_assert(plan.o_off % 1024 == 0 && plan.o_bytes % 1024 == 0,
                 "O staging panels are 128B-swizzled TMA sources: 1024-byte aligned");
+  static_assert(!fwd_sibling_tails(FLAGS) || (plan.tail_q_off % 1024 == 0 && plan.tail_p_off % 1024 == 0),
+                "the pieces' Q and P^T stages are 128B-swizzled operands: 1024-byte aligned");
 
   extern __shared__ unsigned char smem_raw[];
   const unsigned raw = ptx::smem_addr(smem_raw);
@@ -763,17 +812,25 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
   for (int i = int(threadIdx.x); i < ST * plan.kv_bytes / 16; i += fwd_threads(FLAGS))
     reinterpret_cast<uint4*>(smem + plan.v_off)[i] = make_uint4(0u, 0u, 0u, 0u);
   ptx::fence_proxy_async_smem();  // the zeros (generic proxy) before the TMA loads (async proxy)
+  constexpr bool kPieces = fwd_sibling_tails(FLAGS);
+  auto* piece_q = reinterpret_cast<SlotBarriers*>(smem + plan.tail_bar_off);  // kPieces only
   if (threadIdx.x == 0) {
     constexpr unsigned kConsumerWarps = 4 * kWgs;
+    // kPieces: the tail warpgroup's four warps release every K and V slot too.
+    constexpr unsigned kKvWarps = kConsumerWarps + (kPieces ? 4 : 0);
     for (int s = 0; s < QS; ++s) {
       ptx::mbarrier_init(&bars->q[s].full, 1);
       ptx::mbarrier_init(&bars->q[s].empty, kConsumerWarps);
     }
     for (int s = 0; s < ST; ++s) {
       ptx::mbarrier_init(&bars->k[s].full, 1);
-      ptx::mbarrier_init(&bars->k[s].empty, kConsumerWarps);
+      ptx::mbarrier_init(&bars->k[s].empty, kKvWarps);
       ptx::mbarrier_init(&bars->v[s].full, 1);
-      ptx::mbarrier_init(&bars->v[s].empty, kConsumerWarps);
+      ptx::mbarrier_init(&bars->v[s].empty, kKvWarps);
+    }
+    if constexpr (kPieces) {
+      ptx::mbarrier_init(&piece_q->full, 1);
+      ptx::mbarrier_init(&piece_q->empty, 4);
     }
     ptx::fence_mbarrier_init();
   }
@@ -794,6 +851,15 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
   } else if constexpr (kWgs == 3) {
     ptx::setmaxnreg_inc<kConsumerRegsThree>();
     fwd_consumer_serial<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, &tm_o, smem);
+  } else if constexpr (kPieces) {
+    static_assert(MASK == kMaskNone, "kFwdSiblingTails: the pieces are computed without a mask");
+    if (wg == 1 + kFwdConsumerWarpgroups) {
+      ptx::setmaxnreg_dec<kSiblingTailRegs>();
+      fwd_sibling_tail_warpgroup<DTYPE, D, ACT, FLAGS>(p, smem, bars->k, bars->v, piece_q, kBarSiblingTail);
+    } else {
+      ptx::setmaxnreg_inc<kConsumerRegsSibling>();
+      fwd_consumer<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, &tm_o, smem);
+    }
   } else {
     ptx::setmaxnreg_inc<kConsumerRegs>();
     fwd_consumer<DTYPE, D, ACT, MASK, FLAGS>(wg - 1, p, &tm_o, smem);

@@ -51,6 +51,24 @@ ProblemDesc half_fold_problem(Activation act, uint64_t seed, int heads_q, int he
   return p;
 }
 
+// The forward's tail forms' batch: 64 sequences whose last query tiles hold 1..128 rows after zero
+// to two whole tiles, against keys of 1 to 5 blocks of 64 with every remainder; GQA, both scales.
+CheckCase tails_case(const char* label, DType dtype, uint64_t seed) {
+  CheckCase c;
+  c.label = label;
+  c.desc = half_fold_problem(kFastGelu, 131, 4, 2, 64);
+  c.desc.dtype = dtype;
+  std::vector<int> lq(size_t(c.desc.batch())), lk(size_t(c.desc.batch()));
+  for (int b = 0; b < c.desc.batch(); ++b) {
+    lq[size_t(b)] = 128 * (b % 3) + 1 + (b * 3) % 128;  // remainders 1..128 over the batch
+    lk[size_t(b)] = 1 + (b * 37) % 320;               // 1..5 key blocks, any remainder
+  }
+  c.desc.cu_seqlens_q = offsets_from_lengths(lq);
+  c.desc.cu_seqlens_k = offsets_from_lengths(lk);
+  c.seed = seed;
+  return c;
+}
+
 // A jagged GQA batch for the backward's bit-identity tests: fast_gelu, both scales. Causal gets keys
 // a third as long as the queries, so the first two thirds of each sequence's query tiles see no key
 // (their dQ rows are the small pass's zeros) and dQ blocks have one or several contributors.
@@ -224,19 +242,30 @@ TEST_SUITE("gpu") {
       auto k = make_sm90_kernel(o);
       CAPTURE(form.first);
       CAPTURE(form.second);
-      CheckCase c;
-      c.label = "tails 1..64 rows";
-      c.desc = half_fold_problem(kFastGelu, 131, 4, 2, 64);
-      c.desc.dtype = dt;
-      std::vector<int> lq(size_t(c.desc.batch())), lk(size_t(c.desc.batch()));
-      for (int b = 0; b < c.desc.batch(); ++b) {
-        lq[size_t(b)] = 128 * (b % 3) + 1 + (b * 3) % 128;  // remainders 1..128 over the batch
-        lk[size_t(b)] = 1 + (b * 37) % 320;               // 1..5 key blocks, any remainder
-      }
-      c.desc.cu_seqlens_q = offsets_from_lengths(lq);
-      c.desc.cu_seqlens_k = offsets_from_lengths(lk);
-      c.seed = 132;
+      const CheckCase c = tails_case("tails 1..64 rows", dt, 132);
       REQUIRE(sm90_fwd_tails_apply(o, c.desc));
+      const CheckOutcome out = run_check(*k, c, ctx.info());
+      INFO(out.line);
+      CHECK(out.pass);
+    }
+  }
+  TEST_CASE("sm90 forward with sibling tails (experimental) matches the CPU reference") {
+    // sm90-fwd-sibling-tails: a last query tile of at most 64 rows rides, in pieces of at most 32
+    // rows, in the CTAs of its sequence's whole tiles (a fourth warpgroup, queries as the wgmma's
+    // N). The matrix's D = 128 unmasked cases take it (the others run the default); then the tail
+    // forms' batch (tails_case: pieces of 1..32 rows, two pieces of a 33..64-row tail, and tails
+    // left as tiles) in both dtypes: every sequence against the reference.
+    Sm90Options o;
+    o.fwd_sibling_tails = true;
+    run_cases(false, {"act=fast_gelu", "act=gelu_poly", "act=silu", "fp16", "MQA G=4", "Lq=1 with an Lk=0", "scales",
+                      "kv_index", "cross Lk!=Lq"},
+              o);
+    Context ctx(0);
+    if (ctx.info().arch() != 90) return;
+    for (DType dt : {kBF16, kFP16}) {
+      auto k = make_sm90_kernel(o);
+      const CheckCase c = tails_case("sibling tails", dt, 133);
+      REQUIRE(sm90_fwd_sibling_tails_apply(o, c.desc));
       const CheckOutcome out = run_check(*k, c, ctx.info());
       INFO(out.line);
       CHECK(out.pass);

@@ -473,3 +473,57 @@ TEST_CASE("tile-time model, tails inside a sibling tile's CTA: only a last tile 
   m.tails_need_sibling = false;
   CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(32.0 * 256 / (0.75 * 128 * 128)));
 }
+
+TEST_CASE("sibling tails: every query row once, pieces of at most 32 rows on distinct whole tiles of their sequence") {
+  // Last tiles of 1, 32, 33 (Lq 161: one whole tile, so two pieces cannot fold: it stays a tile),
+  // 64 (Lq 320: two whole tiles, two pieces), 65, 96, 128 rows; a sequence of 20 queries (no whole
+  // tile: a tile of its own), one without keys (its tile writes zeros), two heads.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 2;
+  p.head_dim = 128;
+  const std::vector<int> lq = {129, 160, 161, 320, 193, 224, 256, 20, 140};
+  const std::vector<int> lk = {300, 512, 64, 130, 700, 64, 256, 90, 0};
+  p.cu_seqlens_q = offsets_from_lengths(lq);
+  p.cu_seqlens_k = offsets_from_lengths(lk);
+  const SiblingTailSchedule s =
+      build_sibling_tail_schedule(p, 128, 128, SchedulePolicy::kZigzag, 3, 0.75, 32, 0.25);
+  REQUIRE(s.pieces.size() == s.main.tiles.size());
+  REQUIRE(s.main.ctas() == 3);
+  std::map<std::pair<int, int>, std::vector<int>> rows;
+  for (size_t b = 0; b < lq.size(); ++b)
+    for (int h = 0; h < 2; ++h) rows[{int(b), h}] = std::vector<int>(size_t(lq[b]), 0);
+  std::map<std::pair<int, int>, int> pieces_of;
+  for (size_t i = 0; i < s.main.tiles.size(); ++i) {
+    const WorkTile& t = s.main.tiles[i];
+    const int len = lq[size_t(t.batch)];
+    for (int r = t.block * 128; r < std::min(len, t.block * 128 + 128); ++r) ++rows[{t.batch, t.head}][size_t(r)];
+    const SiblingPiece& pc = s.pieces[i];
+    if (pc.rows == 0) continue;
+    CAPTURE(t.batch);
+    CHECK(pc.rows <= 32);
+    CHECK(len - t.block * 128 > 128);      // the host is a whole tile, not its sequence's last
+    CHECK(pc.first >= (len - 1) / 128 * 128);  // the piece lies in the sequence's last tile
+    CHECK(lk[size_t(t.batch)] > 0);
+    for (int r = pc.first; r < pc.first + pc.rows; ++r) ++rows[{t.batch, t.head}][size_t(r)];
+    ++pieces_of[{t.batch, t.head}];
+  }
+  for (const auto& kv : rows)
+    for (int c : kv.second) CHECK(c == 1);
+  // Pieces per head: 1 (Lq 129), 1 (160), 0 (161), 2 (320), 0 (193, 224, 256: last tiles over 64
+  // rows), 0 (20: no whole tile), 0 (140: no keys).
+  CHECK(pieces_of[{0, 0}] == 1);
+  CHECK(pieces_of[{1, 1}] == 1);
+  CHECK(pieces_of.count({2, 0}) == 0);
+  CHECK(pieces_of[{3, 0}] == 2);
+  CHECK(pieces_of[{3, 1}] == 2);
+  CHECK(pieces_of.count({8, 0}) == 0);
+  size_t total = 0;
+  for (const auto& kv : pieces_of) total += size_t(kv.second);
+  CHECK(total == 2 * 4);
+  // A mask keeps every tile (a piece would read its host's key blocks, which a mask may cut).
+  p.mask = kMaskCausal;
+  const SiblingTailSchedule masked =
+      build_sibling_tail_schedule(p, 128, 128, SchedulePolicy::kZigzag, 3, 0.75, 32, 0.25);
+  for (const SiblingPiece& pc : masked.pieces) CHECK(pc.rows == 0);
+  CHECK_THROWS_AS(build_sibling_tail_schedule(p, 128, 128, SchedulePolicy::kZigzag, 3, 0.75, 0, 0.25), ProblemError);
+}

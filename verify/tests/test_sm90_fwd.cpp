@@ -176,6 +176,32 @@ TEST_CASE("mixed MUFU / FMA fast_gelu: the fraction is exact, spread out, and tr
 
 // The forward flags the host picks for a bf16, D = 128 fast_gelu batch of two sequences of
 // lengths len_a and len_b (self-attention), read off the kernel's name ("...,<flags>>").
+// The SASS of a kernel compiled with ptxas's report, after checking the report: no spill and no
+// serialized wgmma (ptxas's "Potential Performance Loss" notes, C7510 / C7511 / C7520).
+static std::string clean_sass_of(KernelSource src) {
+  src.options.push_back("-Xptxas=-v");
+  const CompiledKernel ck = compile_kernel(src, 90);
+  REQUIRE_MESSAGE(ck.log.find("registers") != std::string::npos, "no ptxas report in: ", ck.log);
+  CAPTURE(ck.log);
+  CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);  // serialized wgmma
+  CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
+  const std::string sass = disassemble(ck.cubin);
+  REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
+  return sass;
+}
+
+// The tail forms' compile tests' batch: last query tiles of 20 and 40 rows (after one whole tile,
+// and alone) and of 44 rows after two whole tiles, against 512 keys; bf16, D = 128, fast_gelu.
+static ProblemDesc tails_compile_problem() {
+  ProblemDesc p;
+  p.dtype = kBF16;
+  p.head_dim = 128;
+  p.activation = kFastGelu;
+  p.cu_seqlens_q = offsets_from_lengths({148, 40, 300});
+  p.cu_seqlens_k = offsets_from_lengths({512, 512, 512});
+  return p;
+}
+
 static int fwd_flags_for_lengths(int len_a, int len_b, const Sm90Options& opt) {
   ProblemDesc p;
   p.dtype = kBF16;
@@ -302,14 +328,7 @@ TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, 
     REQUIRE((flags & sm90::kFwdNarrowLastBlock) != 0);
     CHECK(((flags & sm90::kFwdSkipEmptyHalf) != 0) == v.skip);
     CHECK(((flags & sm90::kFwdWholeBatchBranch) != 0) == v.whole_batch);
-    KernelSource src = srcs[0];
-    src.options.push_back("-Xptxas=-v");
-    const CompiledKernel ck = compile_kernel(src, 90);
-    REQUIRE_MESSAGE(ck.log.find("registers") != std::string::npos, "no ptxas report in: ", ck.log);
-    CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);  // serialized wgmma
-    CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
-    const std::string sass = disassemble(ck.cubin);
-    REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
+    const std::string sass = clean_sass_of(srcs[0]);
     // The narrow QK^T: in both of the step's batches with the whole-batch branch, else in one.
     CHECK(count_of(sass, "HGMMA.64x64x16") == (v.whole_batch ? 16 : 8));
     CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
@@ -453,12 +472,7 @@ TEST_CASE("sm90 forward query-column tiles: the plan fits, the kernel keeps its 
   CHECK(tail_cols(64) == 64);
   // The variant's sources: the main forward without the empty-half skip (no main tile has an
   // empty half left), then the tail kernel, for a batch with last tiles of 20 and 40 rows.
-  ProblemDesc p;
-  p.dtype = kBF16;
-  p.head_dim = 128;
-  p.activation = kFastGelu;
-  p.cu_seqlens_q = offsets_from_lengths({148, 40, 300});
-  p.cu_seqlens_k = offsets_from_lengths({512, 512, 512});
+  ProblemDesc p = tails_compile_problem();
   Sm90Options o;
   o.fwd_tail_rows = 64;
   REQUIRE(sm90_fwd_tails_apply(o, p));
@@ -473,15 +487,7 @@ TEST_CASE("sm90 forward query-column tiles: the plan fits, the kernel keeps its 
     CHECK((std::stoi(def.substr(def.rfind(',') + 1)) & kFwdAllowDependents) == 0);
   }
   CHECK(srcs[1].file == "kernels/sm90/fwd_tail.cu");
-  KernelSource src = srcs[1];
-  src.options.push_back("-Xptxas=-v");
-  const CompiledKernel ck = compile_kernel(src, 90);
-  REQUIRE_MESSAGE(ck.log.find("registers") != std::string::npos, "no ptxas report in: ", ck.log);
-  CAPTURE(ck.log);
-  CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);  // serialized wgmma
-  CHECK(ck.log.find(" 0 bytes spill stores, 0 bytes spill loads") != std::string::npos);
-  const std::string sass = disassemble(ck.cubin);
-  REQUIRE_MESSAGE(!sass.empty(), "cuobjdump is needed for this test (make test installs it)");
+  const std::string sass = clean_sass_of(srcs[1]);
   // Per tile form: S^T in D / 16 = 8 wgmmas, written twice (the first block and the loop's next
   // block), and O^T in 2 x 4, written twice (the loop and the last block): 32 per form.
   CHECK(count_of(sass, "HGMMA.64x32x16") == 32);
@@ -500,6 +506,51 @@ TEST_CASE("sm90 forward query-column tiles: the plan fits, the kernel keeps its 
   CHECK_FALSE(sm90_fwd_tails_apply(o, p));
 }
 
+TEST_CASE("sm90 forward sibling tails: the plan fits, the kernel keeps its registers, nothing serialized") {
+  using namespace sm90;
+  ProblemDesc p = tails_compile_problem();
+  Sm90Options o;
+  o.fwd_sibling_tails = true;
+  REQUIRE(sm90_fwd_sibling_tails_apply(o, p));
+  const std::vector<KernelSource> srcs = sm90_kernel_sources(p, o, false);
+  REQUIRE(srcs.size() == 1);
+  const std::string& name = srcs[0].name_expression;
+  const int flags = std::stoi(name.substr(name.rfind(',') + 1));
+  CHECK((flags & kFwdSiblingTails) != 0);
+  // What the fourth warpgroup's registers and shared memory cost (fwd_config.h).
+  CHECK((flags & (kFwdIntraOverlap | kFwdNarrowLastBlock | kFwdKvReuse)) == 0);
+  CHECK((flags & kFwdOuterPipeline) != 0);
+  CHECK((flags & kFwdSkipEmptyHalf) != 0);  // the 40-query sequence stays a half tile
+  CHECK(fwd_threads(flags) == 512);
+  const FwdSmemPlan plan = fwd_smem_plan(128, flags);
+  CHECK(plan.o_in_q);
+  CHECK(plan.tail_q_off % 1024 == 0);
+  CHECK(plan.tail_p_off % 1024 == 0);
+  CHECK(plan.tail_p_off - plan.tail_q_off == 64 * 128 * 2);
+  CHECK(plan.bar_off - plan.tail_p_off == kFwdPieceRows * 128 * 2);
+  CHECK(fwd_smem_request(128, flags) <= 227 * 1024);
+  const std::string sass = clean_sass_of(srcs[0]);
+  // The pieces: per key block two S^T halves of D / 16 = 8 wgmmas and O^T in 2 x 8, one copy.
+  CHECK(count_of(sass, "HGMMA.64x32x16") == 32);
+  CHECK(count_of(sass, "LDL") + count_of(sass, "STL") == 0);
+  CHECK(count_of(sass, "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xc8") == 1);  // consumers: 200
+  CHECK(count_of(sass, "USETMAXREG.DEALLOC.CTAPOOL 0x58") == 1);         // tail warpgroup: 88
+  CHECK(count_of(sass, "USETMAXREG.DEALLOC.CTAPOOL 0x18") == 1);         // producer: 24
+  CHECK(count_of(sass, "STSM.16.MT88") == 8);  // stmatrix .trans: P^T (2 x 2) and O (2 x 2)
+  // Masks, other head dims, the softmax variant and the query-column tiles keep the default.
+  p.mask = kMaskCausal;
+  CHECK_FALSE(sm90_fwd_sibling_tails_apply(o, p));
+  p.mask = kMaskNone;
+  p.head_dim = 64;
+  CHECK_FALSE(sm90_fwd_sibling_tails_apply(o, p));
+  p.head_dim = 128;
+  o.fwd_tail_rows = 64;
+  CHECK_FALSE(sm90_fwd_sibling_tails_apply(o, p));
+  o.fwd_tail_rows = 0;
+  o.softmax = true;
+  CHECK_FALSE(sm90_fwd_sibling_tails_apply(o, p));
+}
+
 TEST_CASE("query-column tiles: transposed stmatrix stores put fragment (row, col) at [col][row]") {
   // Emulates stmatrix.x4.trans as PTX defines it: register j of lane l holds row l / 4, columns
   // 2 (l % 4) and + 1 of 8 x 8 matrix j, and the memory row that lane 8 j + c names receives column
@@ -507,14 +558,18 @@ TEST_CASE("query-column tiles: transposed stmatrix stores put fragment (row, col
   // a thread: row 16 warp + lane / 4 + 8 ((r / 2) % 2), column 8 (r / 4) + 2 (lane % 4) + r % 2), so
   // the stores must leave fragment element (row, col) at stage row col, column col0 + row: P^T's
   // [query][key] and O's [query][head dim] layouts, in the 128B-swizzled panels of 64 rows.
+  // Panels of 32 rows too: the sibling tails' P^T stage ([32 queries][128 keys], fwd_sibling_tail.cuh).
   using namespace sm90;
+  for (int panel_rows : {64, 32})
   for (int n : {32, 64})
     for (int col0 : {0, 64}) {
+      if (n > panel_rows) continue;
+      CAPTURE(panel_rows);
       CAPTURE(n);
       CAPTURE(col0);
-      std::vector<int> stage(2 * 64 * 64, -1);  // two panels of [64 rows][64 entries]
+      std::vector<int> stage(size_t(2 * panel_rows * 64), -1);  // two panels of [panel_rows rows][64 entries]
       auto at = [&](int row, int col) -> int& {
-        return stage[size_t(((col >> 6) * 64 * int(kSw128RowBytes) + int(sw128_offset(row, col & 63))) / 2)];
+        return stage[size_t(((col >> 6) * panel_rows * int(kSw128RowBytes) + int(sw128_offset(row, col & 63))) / 2)];
       };
       auto id = [](int frag_row, int frag_col) { return frag_row * 1000 + frag_col; };
       for (int warp = 0; warp < 4; ++warp)
