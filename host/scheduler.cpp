@@ -437,7 +437,13 @@ double modelled_useful_rate(const ProblemDesc& p, int block_m, int block_n, cons
   for (const WorkTile& t : build_forward_tiles(p, block_m, block_n, SchedulePolicy::kGridOrder, 1)) {
     const int rows = rows_of(p, t, block_m);
     useful += double(rows) * p.len_k(t.batch);
-    if (m.tail_rows > 0 && is_tail_tile(p, t, block_m, m.tail_rows) && (!m.tails_need_sibling || t.block > 0)) {
+    const int pieces = m.piece_rows > 0 ? (rows + m.piece_rows - 1) / m.piece_rows : 0;
+    if (m.tails_need_sibling && pieces > 0) {
+      if (m.tail_rows > 0 && is_tail_tile(p, t, block_m, m.tail_rows) && t.block >= pieces) {
+        steps += t.work * double(pieces * m.piece_rows) / block_m * m.narrow_slowdown;
+        continue;
+      }
+    } else if (m.tail_rows > 0 && is_tail_tile(p, t, block_m, m.tail_rows) && (!m.tails_need_sibling || t.block > 0)) {
       for_each_tail_block(p, t, block_m, [&](int, int cols) {
         const double slowdown = cols == sm90::kTailNarrowRows ? m.narrow_slowdown : m.wide_slowdown;
         steps += t.work * double(cols) / block_m * slowdown + m.tail_boundary_steps;

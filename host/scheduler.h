@@ -105,6 +105,10 @@ struct TileTimeModel {
   // sequence's only tile stays in the main forward at half_step_share. (The kernel is stricter: a
   // tail of 33-64 rows needs two whole tiles, one per piece; build_sibling_tail_schedule.)
   bool tails_need_sibling = false;
+  // With tails_need_sibling, piece_rows > 0 models the kernel as built: a tail is cut into pieces
+  // of at most piece_rows rows, needs a whole tile before it per piece, and each piece takes
+  // piece_rows / block_m of a whole tile's steps times narrow_slowdown.
+  int piece_rows = 0;
 };
 // Useful score pairs per modelled step, over block_m x block_n pairs: sum Lq Lk / (block_m block_n
 // sum of the tiles' modelled steps). A dense set of whole tiles of n blocks gives n / (n + boundary).

@@ -170,17 +170,21 @@ int cmd_schedule(int argc, char** argv) {
   // The last two: the tails inside a sibling whole tile's CTA (sm90-fwd-sibling-tails; no boundary of
   // their own, no K / V of their own); a sequence's only tile stays a half tile, at 0.7 of the steps
   // plus the boundary: 0.72-0.79 of a whole tile at L = 2048..256, the 0.75 the dealing assumes.
-  const TailModel tail_models[6] = {
+  // The last two: the kernel as built, with 32-row pieces (one whole tile before the tail per
+  // piece), at the main forward's rate per FLOP and at the 32-column form's 1.5x.
+  const TailModel tail_models[8] = {
       {"tails64_boundary_0", "64, bnd 0", 14, {0.9, 1.0, 64, 0.0, 1.0, 1.0}},
       {"tails64_boundary_0.45", "64, bnd 0.45", 14, {0.9, 1.0, 64, 0.45, 1.0, 1.0}},
       {"tails64_boundary_0.45_slower", "+ 1.5x / 1.15x", 16, {0.9, 1.0, 64, 0.45, 1.5, 1.15}},
       {"tails96_boundary_0.45_slower", "96, the same", 16, {0.9, 1.0, 96, 0.45, 1.5, 1.15}},
       {"tails64_in_sibling", "in sibling", 16, {0.9, 0.7, 64, 0.0, 1.0, 1.0, true}},
-      {"tails64_in_sibling_slower", "+ 1.5x / 1.15x", 16, {0.9, 0.7, 64, 0.0, 1.5, 1.15, true}}};
+      {"tails64_in_sibling_slower", "+ 1.5x / 1.15x", 16, {0.9, 0.7, 64, 0.0, 1.5, 1.15, true}},
+      {"pieces32_in_sibling", "32-row pieces", 15, {0.9, 0.7, 64, 0.0, 1.0, 1.0, true, 32}},
+      {"pieces32_in_sibling_slower", "+ 1.5x", 8, {0.9, 0.7, 64, 0.0, 1.5, 1.5, true, 32}}};
   std::printf("\nthe same bound with the query-column tiles (whole tiles: 0.9-step boundary; a tail block: its\n"
-              "columns' share of a whole tile's steps x the slowdown, plus its boundary; last two columns:\n"
-              "the tails inside a sibling whole tile's CTA, sm90-fwd-sibling-tails, a sequence's only tile a\n"
-              "half tile):\n");
+              "columns' share of a whole tile's steps x the slowdown, plus its boundary; last four columns:\n"
+              "the tails inside a sibling whole tile's CTA, a sequence's only tile a half tile; the last two\n"
+              "as sm90-fwd-sibling-tails cuts them, in pieces of at most 32 rows, one whole tile per piece):\n");
   std::printf("%-6s", "L");
   for (const TailModel& t : tail_models) std::printf(" %*s", t.width, t.label);
   std::printf("\n");

@@ -527,3 +527,25 @@ TEST_CASE("sibling tails: every query row once, pieces of at most 32 rows on dis
   for (const SiblingPiece& pc : masked.pieces) CHECK(pc.rows == 0);
   CHECK_THROWS_AS(build_sibling_tail_schedule(p, 128, 128, SchedulePolicy::kZigzag, 3, 0.75, 0, 0.25), ProblemError);
 }
+
+TEST_CASE("tile-time model, sibling tails in 32-row pieces: a whole tile before the tail per piece") {
+  // One head, Lk = 256 (two key blocks of 128), whole tiles 2 steps + 0.9, half tiles 0.7 x 2 + 0.9.
+  ProblemDesc p;
+  p.heads_q = p.heads_kv = 1;
+  p.head_dim = 128;
+  p.cu_seqlens_k = offsets_from_lengths({256});
+  TileTimeModel m{0.9, 0.7, 64, 0.0, 1.5, 1.15, true, 32};
+  // Lq = 160: one piece of 32 rows on the whole tile: 2 x 32 / 128 x 1.5 = 0.75 steps.
+  p.cu_seqlens_q = offsets_from_lengths({160});
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(160.0 * 256 / ((2.9 + 0.75) * 128 * 128)));
+  // Lq = 192: a 64-row tail needs two pieces, one whole tile carries one: the tail stays a half tile.
+  p.cu_seqlens_q = offsets_from_lengths({192});
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(192.0 * 256 / ((2.9 + 2.3) * 128 * 128)));
+  // Lq = 320: two whole tiles carry the two pieces: 2 x 2 x 32 / 128 x 1.5 = 1.5 steps.
+  p.cu_seqlens_q = offsets_from_lengths({320});
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(320.0 * 256 / ((5.8 + 1.5) * 128 * 128)));
+  // Without pieces (the 64-column model) one whole tile carries the 64-row tail: 2 x 0.5 x 1.15.
+  m.piece_rows = 0;
+  p.cu_seqlens_q = offsets_from_lengths({192});
+  CHECK(modelled_useful_rate(p, 128, 128, m) == doctest::Approx(192.0 * 256 / ((2.9 + 1.15) * 128 * 128)));
+}
