@@ -176,8 +176,7 @@ void add_pieces(std::vector<sm90::FwdTileRecord>& records, const std::vector<Sib
       throw ProblemError("sm90 forward with sibling tails: a sequence of " + std::to_string(records[i].len_q) +
                          " queries is longer than its records can name (" +
                          std::to_string(sm90::kFwdPieceMaxFirstRow + 1) + ")");
-    records[i].flags |= int(unsigned(pieces[i].rows) << sm90::kFwdPieceRowsShift |
-                              unsigned(pieces[i].first) << sm90::kFwdPieceFirstShift);
+    records[i].flags |= sm90::fwd_piece_bits(pieces[i].rows, pieces[i].first);
   }
 }
 

@@ -94,6 +94,15 @@ constexpr int kFwdPieceRowsShift = 8;
 constexpr int kFwdPieceFirstShift = 16;
 constexpr int kFwdPieceMaxFirstRow = 0xFFFF;
 GDPA_HD constexpr bool fwd_sibling_tails(int flags) { return (flags & kFwdSiblingTails) != 0; }
+// A record's piece bits (rows 1..255, first row 0..kFwdPieceMaxFirstRow), and back: through
+// unsigned, since a first row from 32768 on sets the int's sign bit.
+GDPA_HD constexpr int fwd_piece_bits(int rows, int first) {
+  return int(unsigned(rows) << kFwdPieceRowsShift | unsigned(first) << kFwdPieceFirstShift);
+}
+GDPA_HD constexpr int fwd_piece_rows(int record_flags) {
+  return int((unsigned(record_flags) >> kFwdPieceRowsShift) & 0xFFu);
+}
+GDPA_HD constexpr int fwd_piece_first(int record_flags) { return int(unsigned(record_flags) >> kFwdPieceFirstShift); }
 
 // ---- kFwdTrace: the events a consumer warpgroup records (step = the key block's index in its tile)
 enum FwdTraceEvent : unsigned {

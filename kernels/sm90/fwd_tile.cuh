@@ -44,8 +44,7 @@ struct FwdPiece {
   int rows, first;  // query rows, and the first of them (sequence-local)
 };
 __device__ __forceinline__ FwdPiece fwd_piece(const FwdTile& t) {
-  const unsigned f = unsigned(t.flags);
-  return FwdPiece{int((f >> kFwdPieceRowsShift) & 0xFFu), int(f >> kFwdPieceFirstShift)};
+  return FwdPiece{fwd_piece_rows(t.flags), fwd_piece_first(t.flags)};
 }
 
 }  // namespace gdpa::sm90

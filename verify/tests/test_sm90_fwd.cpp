@@ -551,6 +551,21 @@ TEST_CASE("sm90 forward sibling tails: the plan fits, the kernel keeps its regis
   CHECK_FALSE(sm90_fwd_sibling_tails_apply(o, p));
 }
 
+TEST_CASE("sm90 forward sibling tails: a record's piece bits round-trip, beside the K / V reuse bit") {
+  using namespace sm90;
+  for (int rows : {1, 17, kFwdPieceRows})
+    for (int first : {0, 128, 32767, 32768, 40000, kFwdPieceMaxFirstRow}) {
+      CAPTURE(rows);
+      CAPTURE(first);
+      const int flags = fwd_piece_bits(rows, first);
+      CHECK(fwd_piece_rows(flags) == rows);
+      CHECK(fwd_piece_first(flags) == first);
+      CHECK((flags & kFwdTileReusesKv) == 0);
+      CHECK(fwd_piece_rows(flags | kFwdTileReusesKv) == rows);
+    }
+  CHECK(fwd_piece_rows(kFwdTileReusesKv) == 0);  // a record without a piece
+}
+
 TEST_CASE("query-column tiles: transposed stmatrix stores put fragment (row, col) at [col][row]") {
   // Emulates stmatrix.x4.trans as PTX defines it: register j of lane l holds row l / 4, columns
   // 2 (l % 4) and + 1 of 8 x 8 matrix j, and the memory row that lane 8 j + c names receives column
