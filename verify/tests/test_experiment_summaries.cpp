@@ -224,16 +224,23 @@ TEST_CASE("parity_cycles.py: the parity of two launches split into work per cycl
   CHECK(jagged.find("the keys are jagged") != std::string::npos);
 }
 
-// Runs one of lib.sh's preflight checks (require_kernels / require_activations) on NAMES against the
-// command-line binary: `make test` builds it and names it in GDPA_BIN; run by hand, build/gdpa.
-// An empty optional where there is no bash to run the scripts with.
-static std::optional<gdpa::CommandResult> lib_preflight(const std::string& check, const std::string& names) {
-  if (std::system("bash -c true > /dev/null 2>&1") != 0) return std::nullopt;
+// The command-line binary the experiment scripts run, absolute: `make test` builds it and names it
+// in GDPA_BIN; run by hand, build/gdpa. Empty where there is no bash to run the scripts with.
+static std::string script_gdpa_binary() {
+  if (std::system("bash -c true > /dev/null 2>&1") != 0) return "";
   const char* env = std::getenv("GDPA_BIN");
   const fs::path bin = env && *env ? fs::path(env) : fs::path(gdpa::source_root()) / "build" / "gdpa";
   REQUIRE_MESSAGE(fs::exists(bin), "no gdpa binary at " << bin.string() << ": `make build/gdpa` first");
-  return gdpa::run_command("bash -c \"GDPA='" + fs::absolute(bin).string() + "'; source '" + gdpa::source_root() +
-                           "/experiments/lib.sh' && " + check + " " + names + " && echo KNOWN\"");
+  return fs::absolute(bin).string();
+}
+
+// Runs one of lib.sh's preflight checks (require_kernels / require_activations) on NAMES; an empty
+// optional where there is no bash.
+static std::optional<gdpa::CommandResult> lib_preflight(const std::string& check, const std::string& names) {
+  const std::string bin = script_gdpa_binary();
+  if (bin.empty()) return std::nullopt;
+  return gdpa::run_command("bash -c \"GDPA='" + bin + "'; source '" + gdpa::source_root() + "/experiments/lib.sh' && " +
+                           check + " " + names + " && echo KNOWN\"");
 }
 
 // KNOWN (a comma-separated list) must pass the check, and each name of MISSPELT, listed after
@@ -271,14 +278,12 @@ TEST_CASE("lib.sh preflight: activation names are resolved as gdpa bench --act r
                   {"gelu_tay", "fast_gelu_bf", "gelu_nosuch"});
 }
 
-// experiments/register_probe.sh KERNEL FILE EXPR..., run on the binary `make test` built (GDPA_BIN).
+// experiments/register_probe.sh KERNEL FILE EXPR...; an empty optional where there is no bash.
 static std::optional<gdpa::CommandResult> register_probe(const std::string& args) {
-  if (std::system("bash -c true > /dev/null 2>&1") != 0) return std::nullopt;
-  const char* env = std::getenv("GDPA_BIN");
-  const fs::path bin = env && *env ? fs::path(env) : fs::path(gdpa::source_root()) / "build" / "gdpa";
-  REQUIRE_MESSAGE(fs::exists(bin), "no gdpa binary at " << bin.string() << ": `make build/gdpa` first");
-  return gdpa::run_command("GDPA='" + fs::absolute(bin).string() + "' bash '" + gdpa::source_root() +
-                           "/experiments/register_probe.sh' " + args);
+  const std::string bin = script_gdpa_binary();
+  if (bin.empty()) return std::nullopt;
+  return gdpa::run_command("GDPA='" + bin + "' bash '" + gdpa::source_root() + "/experiments/register_probe.sh' " +
+                           args);
 }
 
 // The text of a file of the tree.
