@@ -288,12 +288,11 @@ CtaSchedule build_tail_schedule_beside(const ProblemDesc& p, int block_m, int ta
 namespace {
 
 // The forward's dealing (build_forward_schedule's, scheduler.h) of grid-ordered `tiles`;
-// extra_cost(tile) is added to a tile's modelled cost, and any extra cost deals by load as a
-// half_tile_cost below 1 does.
-template <class ExtraCost>
-CtaSchedule deal_forward_tiles(const ProblemDesc& p, const std::vector<WorkTile>& tiles, int block_m,
-                               int block_n, SchedulePolicy policy, int num_sms, int resident_blocks, double half_tile_cost,
-                               bool has_extra_cost, ExtraCost extra_cost) {
+// extra_cost, empty or one entry per tile, is added to each tile's modelled cost, and given, it
+// deals by load as a half_tile_cost below 1 does.
+CtaSchedule deal_forward_tiles(const ProblemDesc& p, const std::vector<WorkTile>& tiles, int block_m, int block_n,
+                               SchedulePolicy policy, int num_sms, int resident_blocks, double half_tile_cost,
+                               const std::vector<double>& extra_cost = {}) {
   struct Unit {
     size_t first, count;
     long long cost;
@@ -320,14 +319,13 @@ CtaSchedule deal_forward_tiles(const ProblemDesc& p, const std::vector<WorkTile>
     std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.cost > b.cost; });
   const int ctas = int(std::min<size_t>(units.size(), size_t(num_sms)));
   std::vector<std::vector<size_t>> per_cta(static_cast<size_t>(ctas));
-  if (policy == SchedulePolicy::kZigzag && (half_tile_cost != 1.0 || has_extra_cost) && ctas > 0) {
+  if (policy == SchedulePolicy::kZigzag && (half_tile_cost != 1.0 || !extra_cost.empty()) && ctas > 0) {
     // Least modelled load first, ties to the lowest CTA: with equal costs this deals round-robin.
     std::vector<double> cost(units.size(), 0.0);
     for (size_t u = 0; u < units.size(); ++u)
-      for (size_t k = 0; k < units[u].count; ++k) {
-        const WorkTile& t = tiles[units[u].first + k];
-        cost[u] += modelled_tile_cost(p, t, block_m, half_tile_cost) + extra_cost(t);
-      }
+      for (size_t k = units[u].first; k < units[u].first + units[u].count; ++k)
+        cost[u] += modelled_tile_cost(p, tiles[k], block_m, half_tile_cost) +
+                   (extra_cost.empty() ? 0.0 : extra_cost[k]);
     per_cta = deal_by_load(cost, ctas);
   } else {
     for (size_t u = 0; u < units.size(); ++u) {
@@ -358,8 +356,7 @@ CtaSchedule build_forward_schedule(const ProblemDesc& p, int block_m, int block_
     tiles.erase(std::remove_if(tiles.begin(), tiles.end(),
                                [&](const WorkTile& t) { return is_tail_tile(p, t, block_m, tail_rows); }),
                 tiles.end());
-  return deal_forward_tiles(p, tiles, block_m, block_n, policy, num_sms, resident_blocks, half_tile_cost, false,
-                            [](const WorkTile&) { return 0.0; });
+  return deal_forward_tiles(p, tiles, block_m, block_n, policy, num_sms, resident_blocks, half_tile_cost);
 }
 
 SiblingTailSchedule build_sibling_tail_schedule(const ProblemDesc& p, int block_m, int block_n, SchedulePolicy policy,
@@ -398,9 +395,11 @@ SiblingTailSchedule build_sibling_tail_schedule(const ProblemDesc& p, int block_
     const auto it = piece_of.find({t.batch, t.head, t.block});
     return it == piece_of.end() ? SiblingPiece{} : it->second;
   };
+  std::vector<double> extra;  // a host tile's pieces add to its cost
+  if (!piece_of.empty())
+    for (const WorkTile& t : kept) extra.push_back(piece(t).rows > 0 ? piece_cost * tile_cost(t) : 0.0);
   SiblingTailSchedule s;
-  s.main = deal_forward_tiles(p, kept, block_m, block_n, policy, num_sms, 0, half_tile_cost, !piece_of.empty(),
-                              [&](const WorkTile& t) { return piece(t).rows > 0 ? piece_cost * tile_cost(t) : 0.0; });
+  s.main = deal_forward_tiles(p, kept, block_m, block_n, policy, num_sms, 0, half_tile_cost, extra);
   s.pieces.reserve(s.main.tiles.size());
   for (const WorkTile& t : s.main.tiles) s.pieces.push_back(piece(t));
   return s;
