@@ -167,11 +167,11 @@ int cmd_schedule(int argc, char** argv) {
     int width;
     TileTimeModel m;
   };
-  // The last two: the tails inside a sibling whole tile's CTA (sm90-fwd-sibling-tails; no boundary of
-  // their own, no K / V of their own); a sequence's only tile stays a half tile, at 0.7 of the steps
-  // plus the boundary: 0.72-0.79 of a whole tile at L = 2048..256, the 0.75 the dealing assumes.
-  // The last two: the kernel as built, with 32-row pieces (one whole tile before the tail per
-  // piece), at the main forward's rate per FLOP and at the 32-column form's 1.5x.
+  // The last four: the tails inside a sibling whole tile's CTA (no boundary of their own, no K / V
+  // of their own); a sequence's only tile stays a half tile, at 0.7 of the steps plus the boundary:
+  // 0.72-0.79 of a whole tile at L = 2048..256, the 0.75 the dealing assumes. Of those, the last two
+  // are the kernel as built (sm90-fwd-sibling-tails: 32-row pieces, one whole tile before the tail
+  // per piece), at the main forward's rate per FLOP and at the 32-column form's 1.5x.
   const TailModel tail_models[8] = {
       {"tails64_boundary_0", "64, bnd 0", 14, {0.9, 1.0, 64, 0.0, 1.0, 1.0}},
       {"tails64_boundary_0.45", "64, bnd 0.45", 14, {0.9, 1.0, 64, 0.45, 1.0, 1.0}},

@@ -264,12 +264,12 @@ GDPA_HD constexpr FwdSmemPlan fwd_smem_plan(int head_dim, int flags) {
   s.v_off = s.k_off + s.kv_stages * s.kv_bytes;
   s.o_bytes = 64 * head_dim * 2;
   s.o_off = s.v_off + s.kv_stages * s.kv_bytes;
+  const bool pieces = fwd_sibling_tails(flags);
   s.tail_q_off = s.o_off + (s.o_in_q ? 0 : wgs * s.o_bytes);
-  const int tail_bytes = fwd_sibling_tails(flags) ? 64 * head_dim * 2 + kFwdPieceRows * fwd_block_n(head_dim, flags) * 2 : 0;
-  s.tail_p_off = s.tail_q_off + (tail_bytes > 0 ? 64 * head_dim * 2 : 0);
-  s.bar_off = s.tail_q_off + tail_bytes;
+  s.tail_p_off = s.tail_q_off + (pieces ? 64 * head_dim * 2 : 0);
+  s.bar_off = s.tail_p_off + (pieces ? kFwdPieceRows * fwd_block_n(head_dim, flags) * 2 : 0);
   s.tail_bar_off = s.bar_off + 8 * (2 * q_stages + 4 * s.kv_stages);
-  s.total = s.tail_bar_off + (fwd_sibling_tails(flags) ? 16 : 0);
+  s.total = s.tail_bar_off + (pieces ? 16 : 0);
   return s;
 }
 
