@@ -34,7 +34,7 @@ const char* kHelp =
     "             opt-in: sm90-act-mixN, sm90-softmax, sm90-three-wg (experimental: three consumer\n"
     "             warpgroups, forward only), sm90-fwd-tails, sm90-fwd-tails96, sm90-fwd-tails-sideN\n"
     "             (experimental: last query tiles as query-column tiles in a second kernel),\n"
-    "             sm90-fwd-sibling-tails (experimental, not yet run on a GPU: last query rows as\n"
+    "             sm90-fwd-sibling-tails (experimental, slower than sm90 on an H100: last query rows as\n"
     "             query columns inside their sequence's whole tiles, a fourth warpgroup);\n"
     "             backward: sm90-unordered-dq (dQ added in arrival order, from the registers where the\n"
     "             mean Lk >= 384), sm90-unordered-no-red (the same through the writer's bulk reduce),\n"
