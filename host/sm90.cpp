@@ -396,13 +396,21 @@ long long sm90_with_act_mix(long long flags, const Sm90Options& opt, const Probl
   return sm90::with_act_mix(flags, opt.act_mix < 0 ? sm90::act_mix_default(p.head_dim, backward) : opt.act_mix);
 }
 
+namespace {
+// What both query-column forms (the tail kernel and the sibling tails) are built for: GDPA (not the
+// softmax variant), D = 128, no mask (keys past the end are zero rows, so no compare is needed).
+bool query_columns_fit(const Sm90Options& o, const ProblemDesc& p) {
+  return !o.softmax && p.head_dim == 128 && p.mask == kMaskNone;
+}
+}  // namespace
+
 bool sm90_fwd_tails_apply(const Sm90Options& o, const ProblemDesc& p) {
-  return o.fwd_tail_rows > 0 && !o.softmax && p.head_dim == 128 && p.mask == kMaskNone;
+  return o.fwd_tail_rows > 0 && query_columns_fit(o, p);
 }
 
 bool sm90_fwd_sibling_tails_apply(const Sm90Options& o, const ProblemDesc& p) {
   const bool asked = o.fwd_sibling_tails || (o.fwd_flags >= 0 && (o.fwd_flags & sm90::kFwdSiblingTails) != 0);
-  return asked && !sm90_fwd_tails_apply(o, p) && !o.softmax && p.head_dim == 128 && p.mask == kMaskNone;
+  return asked && !sm90_fwd_tails_apply(o, p) && query_columns_fit(o, p);
 }
 
 std::vector<KernelSource> sm90_kernel_sources(const ProblemDesc& p, const Sm90Options& opt, bool backward) {
