@@ -73,8 +73,7 @@ kernels: $(BUILD)/gdpa
 
 sass: kernels deps-sass
 	@for f in $(BUILD)/kernels/sm_90a/*.cubin; do \
-	  PATH="$$PATH:$$(python3 -c 'import nvidia,os;print(os.path.join(nvidia.__path__[0],"cu13","bin"))' 2>/dev/null)" \
-	  cuobjdump -sass $$f > $${f%.cubin}.sass && echo "wrote $${f%.cubin}.sass"; done
+	  verify/tools/cuobjdump.sh -sass $$f > $${f%.cubin}.sass && echo "wrote $${f%.cubin}.sass"; done
 
 plots: deps-plots
 	$(PYTHON) experiments/plot.py
@@ -89,7 +88,7 @@ deps-test:
 	  else echo "run as root or install doctest-dev (apt-get install doctest-dev)"; exit 1; fi; fi
 
 deps-sass:
-	@command -v cuobjdump >/dev/null 2>&1 || python3 -c 'import nvidia,os,sys;sys.exit(0 if os.path.exists(os.path.join(nvidia.__path__[0],"cu13","bin","nvdisasm")) else 1)' 2>/dev/null || \
+	@verify/tools/cuobjdump.sh --found || \
 	  { echo "cuobjdump missing: installing it from PyPI"; python3 -m pip install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm; }
 
 deps-plots:

@@ -23,18 +23,9 @@ case $file in kernels/* | ptx/*) ;; *) die "$file: the probe copies kernels/ and
 [ -f "$file" ] || die "$file: no such file"
 require_gdpa
 require_kernels "$kernel"
-# cuobjdump where the SASS tests look for it: PATH, the toolkit, the PyPI package (whose nvdisasm
-# beside it must be on PATH).
-cuobjdump=$(command -v cuobjdump || true)
-[ -n "$cuobjdump" ] || [ ! -x /usr/local/cuda/bin/cuobjdump ] || cuobjdump=/usr/local/cuda/bin/cuobjdump
-if [ -z "$cuobjdump" ]; then
-  dir=$(python3 -c 'import nvidia,os;print(os.path.join(nvidia.__path__[0],"cu13","bin"))' 2>/dev/null || true)
-  if [ -n "$dir" ] && [ -x "$dir/cuobjdump" ]; then
-    cuobjdump=$dir/cuobjdump
-    PATH=$dir:$PATH
-  fi
-fi
-[ -n "$cuobjdump" ] || die "cuobjdump not found (make deps-sass installs it)"
+# cuobjdump found where the SASS tests find it.
+cuobjdump=$EXP_ROOT/verify/tools/cuobjdump.sh
+"$cuobjdump" --found || die "cuobjdump not found (make deps-sass installs it)"
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

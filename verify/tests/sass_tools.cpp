@@ -5,6 +5,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "../../host/compile.h"
+
 namespace gdpa {
 
 namespace {
@@ -20,15 +22,11 @@ std::string run(const std::string& cmd) {
   return out;
 }
 
-// PATH first, then the toolkit, then the PyPI package (nvidia/cu13/bin, with nvdisasm beside it).
+// verify/tools/cuobjdump.sh, the lookup that `make sass` and experiments/register_probe.sh use too;
+// empty when this machine has none (the SASS tests then fail with a message: make test installs it).
 std::string find_cuobjdump() {
-  if (!run("command -v cuobjdump 2>/dev/null").empty()) return "cuobjdump";
-  for (const char* p : {"/usr/local/cuda/bin/cuobjdump"})
-    if (access(p, X_OK) == 0) return p;
-  std::string dir = run("python3 -c 'import nvidia,os;print(os.path.join(nvidia.__path__[0],\"cu13\",\"bin\"))' 2>/dev/null");
-  while (!dir.empty() && (dir.back() == '\n' || dir.back() == ' ')) dir.pop_back();
-  if (!dir.empty() && access((dir + "/cuobjdump").c_str(), X_OK) == 0) return "PATH=\"" + dir + ":$PATH\" " + dir + "/cuobjdump";
-  return "";
+  const std::string tool = "'" + source_root() + "/verify/tools/cuobjdump.sh'";
+  return std::system((tool + " --found").c_str()) == 0 ? tool : "";
 }
 
 }  // namespace
