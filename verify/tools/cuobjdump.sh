@@ -12,7 +12,7 @@ tool=$(command -v cuobjdump || true)
 [ -n "$tool" ] || [ ! -x /usr/local/cuda/bin/cuobjdump ] || tool=/usr/local/cuda/bin/cuobjdump
 if [ -z "$tool" ]; then
   dir=$(python3 -c 'import nvidia,os;print(os.path.join(nvidia.__path__[0],"cu13","bin"))' 2>/dev/null || true)
-  if [ -n "$dir" ] && [ -x "$dir/cuobjdump" ]; then
+  if [ -n "$dir" ] && [ -x "$dir/cuobjdump" ] && [ -x "$dir/nvdisasm" ]; then  # -sass needs both
     tool=$dir/cuobjdump
     PATH=$dir:$PATH
   fi
