@@ -22,24 +22,18 @@ std::string run(const std::string& cmd) {
   return out;
 }
 
-// verify/tools/cuobjdump.sh, the lookup that `make sass` and experiments/register_probe.sh use too;
-// empty when this machine has none (the SASS tests then fail with a message: make test installs it).
-std::string find_cuobjdump() {
-  const std::string tool = "'" + source_root() + "/verify/tools/cuobjdump.sh'";
-  return std::system((tool + " --found").c_str()) == 0 ? tool : "";
-}
-
 }  // namespace
 
+// Through verify/tools/cuobjdump.sh, the lookup that `make sass` and experiments/register_probe.sh
+// use too. Empty when this machine has no cuobjdump (the script then exits 127 with nothing on
+// stdout), and the SASS tests fail with a message: make test installs it.
 std::string disassemble(const std::vector<char>& cubin) {
-  const std::string tool = find_cuobjdump();
-  if (tool.empty()) return "";
   char path[] = "/tmp/gdpa_sass_XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) return "";
   close(fd);
   std::ofstream(path, std::ios::binary).write(cubin.data(), std::streamsize(cubin.size()));
-  const std::string sass = run(tool + " -sass " + path + " 2>/dev/null");
+  const std::string sass = run("'" + source_root() + "/verify/tools/cuobjdump.sh' -sass " + path + " 2>/dev/null");
   std::remove(path);
   return sass;
 }
