@@ -302,7 +302,7 @@ TEST_CASE("sm90 forward with a narrow last key block: no spill or local memory, 
   // The four default kernels with the narrow form (fwd_narrow_keeps_registers: bf16, D = 128,
   // fast_gelu, no mask): with and without the skip path (a last query tile of 1..64 rows) and the
   // whole-batch branch (mean Lk >= 192). The narrow block's S is an m64n64 product into the leading
-  // half of S's registers (a view through a cast, gdpa_fwd.cu leading): it must stay in registers,
+  // half of S's registers (a view through a cast, fwd_consumer_ops.cuh leading): it must stay in registers,
   // and no wgmma may be serialized (ptxas C7511 met the narrow form in fp16, at D = 64, with other
   // activations and without the pingpong or the outer pipeline, which the rule leaves out).
   struct V {
@@ -393,7 +393,7 @@ TEST_CASE("sm90 forward stages O by stmatrix by default, except in the three-war
 TEST_CASE("sm90 forward branching before the GEMM batch: no arrive inside it, nothing serialized") {
   // The default from a mean Lk of 192 (kFwdWholeBatchBranch) against the same kernel without it.
   // Without it, ptxas closes each step's branchy PV with an extra HGMMA.64x8 (and fences between
-  // QK^T and PV); with it, only the finish's keeps its (it must: gdpa_fwd.cu). Neither may
+  // QK^T and PV); with it, only the finish's keeps its (it must: fwd_consumer.cuh). Neither may
   // serialize the wgmmas (C7514: a WARPGROUP.DEPBAR after every HGMMA) or use local memory.
   ProblemDesc p;
   p.dtype = kBF16;
