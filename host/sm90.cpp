@@ -276,7 +276,7 @@ class Sm90Kernel final : public AttentionKernel {
     CUtensorMap tm_q = make_tensor_map_jagged(t.q, p.dtype, p.total_q(), p.heads_q, p.head_dim, wq, box);
     CUtensorMap tm_k = make_tensor_map_jagged(t.k, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, box);
     CUtensorMap tm_v = make_tensor_map_jagged(t.v, p.dtype, p.total_k(), p.heads_kv, p.head_dim, wk, box);
-    // O is stored 64 rows (one consumer warpgroup's block) x 64 columns at a time (gdpa_fwd.cu).
+    // O is stored 64 rows (one consumer warpgroup's block) x 64 columns at a time (fwd_consumer.cuh).
     CUtensorMap tm_o = make_tensor_map_3d(t.out, p.dtype, p.total_q(), p.heads_q, p.head_dim, 64);
     params.num_tiles = num_tiles_;  // the kernel reads the tile records, not params.tiles
     params.cta_tile_begin = reinterpret_cast<const int*>(cta_begin_.ptr());
