@@ -51,7 +51,6 @@ __global__ void __launch_bounds__(fwd_threads(FLAGS), 1)
              const __grid_constant__ ptx::TensorMap tm_v, const __grid_constant__ ptx::TensorMap tm_o,
              const __grid_constant__ GdpaParams p) {
   static_assert(D == 64 || D == 128, "head dim");
-  constexpr int BN = fwd_block_n(D, FLAGS);
   constexpr int QS = fwd_q_stages(FLAGS);
   constexpr int ST = fwd_kv_stages(FLAGS);
   constexpr int kWgs = fwd_consumer_wgs(FLAGS);
